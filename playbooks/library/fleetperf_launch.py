@@ -1,0 +1,80 @@
+#!/usr/bin/python
+"""Start a benchmark workload detached from Ansible, with its output kept in the run dir."""
+
+DOCUMENTATION = r"""
+module: fleetperf_launch
+short_description: Start a fleetperf workload in the background
+description:
+  - Starts O(argv) in a new session through a small supervisor process that writes
+    C(stdout.log), C(stderr.log), C(workload.pid) and, when the workload ends, C(exit_code)
+    into O(run_dir). The module returns at once; M(fleetperf_tail) follows the run.
+  - A run dir that already holds C(workload.pid) is left alone (idempotent).
+options:
+  run_dir: {description: The host's run directory (must exist)., type: path, required: true}
+  argv: {description: The workload command, no shell., type: list, elements: str, required: true}
+  chdir: {description: Working directory of the workload., type: path, required: true}
+  env: {description: Extra environment variables., type: dict, default: {}}
+"""
+
+import os
+import subprocess
+import sys
+
+from ansible.module_utils.basic import AnsibleModule
+
+# The supervisor is a constant program: it waits for the workload so that its exit
+# status lands in run_dir/exit_code even though Ansible has long returned.
+SUPERVISOR = r"""
+import os, signal, subprocess, sys
+run_dir, argv = sys.argv[1], sys.argv[2:]
+with open(os.path.join(run_dir, "stdout.log"), "ab") as out, \
+     open(os.path.join(run_dir, "stderr.log"), "ab") as err:
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
+rc = proc.wait()
+tmp = os.path.join(run_dir, "exit_code.tmp")
+with open(tmp, "w") as f:
+    f.write(str(rc))
+os.replace(tmp, os.path.join(run_dir, "exit_code"))
+"""
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "run_dir": {"type": "path", "required": True},
+            "argv": {"type": "list", "elements": "str", "required": True},
+            "chdir": {"type": "path", "required": True},
+            "env": {"type": "dict", "default": {}},
+        },
+        supports_check_mode=True,
+    )
+    run_dir = module.params["run_dir"]
+    pid_file = os.path.join(run_dir, "workload.pid")
+    if not os.path.isdir(run_dir):
+        module.fail_json(msg=f"run directory {run_dir} does not exist")
+    if os.path.exists(pid_file):
+        with open(pid_file) as f:
+            module.exit_json(changed=False, pid=int(f.read()), msg="already started")
+    if module.check_mode:
+        module.exit_json(changed=True)
+
+    env = dict(os.environ)
+    env.update({str(k): str(v) for k, v in module.params["env"].items()})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SUPERVISOR, run_dir, *module.params["argv"]],
+        cwd=module.params["chdir"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # own process group: cleanup kills the whole tree
+        close_fds=True,
+    )
+    with open(pid_file, "w") as f:
+        f.write(str(proc.pid))
+    module.exit_json(changed=True, pid=proc.pid)
+
+
+if __name__ == "__main__":
+    main()

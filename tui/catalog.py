@@ -1,0 +1,265 @@
+"""Cases and vendor configs on disk -> typed, validated objects.
+
+Layering of hyperparameters: case defaults < vendor config < ``--set key=value``.
+A case lists the keys that may be overridden; anything else is refused. Every error
+names the file (or ``--set``) and the field.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CASES_DIR = REPO_ROOT / "cases"
+CONFIG_NAME = re.compile(r"^(?P<chip>[A-Za-z0-9_.-]+?)x(?P<nnodes>\d+)x(?P<nproc>\d+)$")
+PRECISIONS = ("fp32", "tf32", "amp", "fp16", "bf16")
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML that also reads ``1e-4`` as a float, as YAML 1.2 and every user expect."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def _yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+
+class CatalogError(Exception):
+    """Bad input: a missing or malformed case, config or override. One line, no traceback."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Target(_Strict):
+    metric: str
+    value: float
+
+
+class CaseSpec(_Strict):
+    """A case as declared by ``cases/<case>/case.yaml``."""
+
+    name: str
+    model: str
+    dataset: str
+    task: str
+    kind: Literal["training", "inference"]
+    entrypoint: str
+    prepare: str | None = None
+    requires: list[str] = Field(default_factory=list)
+    target: Target | None = None
+    timeout_s: PositiveInt = 3600
+    stall_s: PositiveInt = 900
+    report: list[str]
+    short_names: dict[str, str] = Field(default_factory=dict)
+    defaults: dict[str, Any]
+    overridable: list[str]
+    dir: Path
+
+
+class Hyperparameters(BaseModel):
+    """Bounds of the hyperparameters cases share; other keys keep their default's type."""
+
+    model_config = ConfigDict(extra="allow", strict=False)
+
+    precision: Literal[PRECISIONS] | None = None  # type: ignore[valid-type]
+    train_batch_size: PositiveInt | None = None
+    eval_batch_size: PositiveInt | None = None
+    learning_rate: PositiveFloat | None = None
+    weight_decay: float | None = Field(default=None, ge=0)
+    max_seq_length: PositiveInt | None = None
+    max_samples: PositiveInt | None = None
+    max_steps: PositiveInt | None = None
+    eval_every_samples: PositiveInt | None = None
+    target_acc: float | None = Field(default=None, gt=0, le=1)
+    log_every_steps: PositiveInt | None = None
+    warmup_steps: int | None = Field(default=None, ge=0)
+    num_workers: int | None = Field(default=None, ge=0)
+    gradient_accumulation_steps: PositiveInt | None = None
+
+
+class VendorConfig(_Strict):
+    """``cases/<case>/configs/<vendor>/<CHIP>x<NNODES>x<NPROC>.yaml``."""
+
+    vendor: str
+    chip: str
+    nnodes: PositiveInt
+    nproc_per_node: PositiveInt
+    overrides: dict[str, Any] = Field(default_factory=dict)
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return f"{self.chip}x{self.nnodes}x{self.nproc_per_node}"
+
+    @property
+    def ref(self) -> str:
+        return f"{self.vendor}/{self.name}"
+
+
+class RunSpec(_Strict):
+    """One case on one config with every hyperparameter resolved."""
+
+    case: CaseSpec
+    config: VendorConfig
+    hp: dict[str, Any]
+    fix_hp: dict[str, Any]
+
+    @property
+    def precision(self) -> str:
+        return str(self.hp.get("precision", "fp32"))
+
+    @property
+    def world_size(self) -> int:
+        return self.config.nnodes * self.config.nproc_per_node
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = _yaml(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise CatalogError(f"{_rel(path)}:{where} not valid YAML") from None
+    if not isinstance(data, dict):
+        raise CatalogError(f"{_rel(path)}: expected a mapping at the top level")
+    return data
+
+
+def _first_error(where: str, exc: ValidationError, prefix: str = "") -> CatalogError:
+    """The first pydantic error as one line naming the file and the field."""
+    err = exc.errors()[0]
+    field = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "")
+    value = "" if err["type"] == "missing" else f" (got {err['input']!r})"
+    return CatalogError(f"{where}: {field}: {err['msg']}{value}")
+
+
+def case_names(cases_dir: Path = CASES_DIR) -> list[str]:
+    return sorted(p.parent.name for p in cases_dir.glob("*/case.yaml"))
+
+
+def load_case(name: str, cases_dir: Path = CASES_DIR) -> CaseSpec:
+    path = cases_dir / name / "case.yaml"
+    if not path.is_file():
+        known = ", ".join(case_names(cases_dir)) or "none"
+        raise CatalogError(f"unknown case {name!r} (known: {known})")
+    data = _load_yaml(path)
+    try:
+        case = CaseSpec(**data, dir=path.parent.resolve())
+    except ValidationError as exc:
+        raise _first_error(_rel(path), exc) from None
+    if case.name != name:
+        raise CatalogError(f"{_rel(path)}: name: {case.name!r} differs from the folder {name!r}")
+    _check_hp(_rel(path), "defaults", case.defaults)
+    unknown = [k for k in case.overridable if k not in case.defaults]
+    if unknown:
+        raise CatalogError(f"{_rel(path)}: overridable: {unknown[0]!r} has no default")
+    return case
+
+
+def config_refs(case: CaseSpec) -> list[str]:
+    """``vendor/CHIPxNxP`` for every config file of a case."""
+    return sorted(
+        f"{p.parent.name}/{p.stem}" for p in (case.dir / "configs").glob("*/*.yaml")
+    )
+
+
+def load_config(case: CaseSpec, ref: str) -> VendorConfig:
+    vendor, _, name = ref.partition("/")
+    match = CONFIG_NAME.match(name)
+    if not vendor or not match:
+        raise CatalogError(f"config {ref!r}: expected VENDOR/CHIPxNNODESxNPROC, e.g. cpu/CPUx1x1")
+    path = case.dir / "configs" / vendor / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(config_refs(case)) or "none"
+        raise CatalogError(f"case {case.name}: no config {ref!r} (known: {known})")
+    data = _load_yaml(path)
+    extra = sorted(set(data) - {"overrides"})
+    if extra:
+        raise CatalogError(f"{_rel(path)}: {extra[0]}: unknown field (only 'overrides')")
+    overrides = data.get("overrides") or {}
+    if not isinstance(overrides, dict):
+        raise CatalogError(f"{_rel(path)}: overrides: expected a mapping")
+    _check_overrides(case, _rel(path), "overrides", overrides)
+    return VendorConfig(
+        vendor=vendor,
+        chip=match["chip"],
+        nnodes=int(match["nnodes"]),
+        nproc_per_node=int(match["nproc"]),
+        overrides=overrides,
+        path=path,
+    )
+
+
+def parse_sets(pairs: list[str]) -> dict[str, Any]:
+    """``key=value`` strings from the command line; values read as YAML scalars."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise CatalogError(f"--set {pair!r}: expected key=value")
+        try:
+            out[key.strip()] = _yaml(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            raise CatalogError(f"--set {key}: value {raw!r} is not a valid scalar") from None
+    return out
+
+
+def resolve(case: CaseSpec, config: VendorConfig, sets: dict[str, Any] | None = None) -> RunSpec:
+    sets = sets or {}
+    _check_overrides(case, "--set", "", sets)
+    hp = {**case.defaults, **config.overrides, **sets}
+    fix_hp = {k: v for k, v in hp.items() if v != case.defaults[k]}
+    return RunSpec(case=case, config=config, hp=hp, fix_hp=fix_hp)
+
+
+def _check_overrides(case: CaseSpec, where: str, prefix: str, overrides: dict[str, Any]) -> None:
+    for key in overrides:
+        field = f"{prefix}.{key}" if prefix else key
+        if key not in case.defaults:
+            raise CatalogError(f"{where}: {field}: case {case.name} has no such hyperparameter")
+        if key not in case.overridable:
+            allowed = ", ".join(case.overridable)
+            raise CatalogError(
+                f"{where}: {field}: case {case.name} does not allow overriding it"
+                f" (allowed: {allowed})"
+            )
+        _check_type(where, field, case.defaults[key], overrides[key])
+    _check_hp(where, prefix, overrides)
+
+
+def _check_type(where: str, field: str, default: Any, value: Any) -> None:
+    kind = type(default)
+    ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        raise CatalogError(
+            f"{where}: {field}: expected {kind.__name__} like {default!r} (got {value!r})"
+        )
+
+
+def _check_hp(where: str, prefix: str, hp: dict[str, Any]) -> None:
+    try:
+        Hyperparameters(**hp)
+    except ValidationError as exc:
+        raise _first_error(where, exc, prefix) from None

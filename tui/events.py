@@ -1,0 +1,184 @@
+"""The typed events that the batch mode and the terminal app both consume.
+
+Two sources feed them: ansible-runner's event stream (host states, task failures) and
+the workload's ``events.jsonl`` lines that the poll task hands back (see
+docs/workload-contract.md). Nothing here imports torch or textual.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+HostPhase = Literal["preflight", "running", "finished", "failed", "unreachable", "stopped"]
+
+POLL_TASK = "Poll events"  # the task name in playbooks/run.yml whose results carry lines
+LAUNCH_TASK = "Start the workload"
+
+
+@dataclass(frozen=True, slots=True)
+class HostState:
+    host: str
+    phase: HostPhase
+    message: str = ""
+    play: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSample:
+    """A workload ``step`` record, with the time the controller received it."""
+
+    host: str
+    rank: int
+    t: float
+    received: float
+    step: int
+    samples: int
+    tokens: int | None
+    loss: float | None
+    lr: float | None
+    throughput: float | None
+    mem_used_gib: float | None
+    mem_total_gib: float | None
+
+    @property
+    def latency(self) -> float:
+        return self.received - self.t
+
+
+@dataclass(frozen=True, slots=True)
+class EvalSample:
+    host: str
+    rank: int
+    t: float
+    name: str
+    value: float
+    samples: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class SysSample:
+    host: str
+    rank: int
+    t: float
+    values: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadStarted:
+    host: str
+    rank: int
+    t: float
+    world_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    host: str
+    rank: int
+    t: float
+    status: str
+    converged: bool
+    metrics: dict[str, float | None]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadError:
+    host: str
+    rank: int
+    t: float
+    message: str
+    traceback: str = ""
+
+
+Event = (
+    HostState | MetricSample | EvalSample | SysSample | WorkloadStarted | CaseResult | WorkloadError
+)
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def parse_line(host: str, line: str, received: float | None = None) -> Event | None:
+    """One ``events.jsonl`` line -> a typed event; unknown kinds and bad lines -> None."""
+    try:
+        rec = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(rec, dict):
+        return None
+    kind, rank, t = rec.get("kind"), int(rec.get("rank", 0)), float(rec.get("t", 0.0))
+    if kind == "step":
+        return MetricSample(
+            host=host,
+            rank=rank,
+            t=t,
+            received=time.time() if received is None else received,
+            step=int(rec.get("step", 0)),
+            samples=int(rec.get("samples", 0)),
+            tokens=int(rec["tokens"]) if rec.get("tokens") is not None else None,
+            loss=_num(rec.get("loss")),
+            lr=_num(rec.get("lr")),
+            throughput=_num(rec.get("throughput")),
+            mem_used_gib=_num(rec.get("mem_used_gib")),
+            mem_total_gib=_num(rec.get("mem_total_gib")),
+        )
+    if kind == "eval":
+        return EvalSample(
+            host, rank, t, str(rec.get("name", "")), float(rec.get("value", 0)), rec.get("samples")
+        )
+    if kind == "sys":
+        values = {k: float(v) for k, v in rec.items() if k not in ("t", "kind", "rank")
+                  and _num(v) is not None}
+        return SysSample(host, rank, t, values)
+    if kind == "start":
+        return WorkloadStarted(host, rank, t, int(rec.get("world_size", 1)))
+    if kind == "result":
+        metrics = {str(k): _num(v) for k, v in (rec.get("metrics") or {}).items()}
+        return CaseResult(
+            host,
+            rank,
+            t,
+            str(rec.get("status", "failed")),
+            bool(rec.get("converged", False)),
+            metrics,
+            [str(n) for n in rec.get("notes") or []],
+        )
+    if kind == "error":
+        return WorkloadError(
+            host, rank, t, str(rec.get("message", "")).strip(), str(rec.get("traceback", ""))
+        )
+    return None
+
+
+def _failure_message(res: dict[str, Any]) -> str:
+    msg = res.get("msg") or res.get("stderr") or res.get("module_stderr") or "failed"
+    if isinstance(res.get("results"), list):  # a loop: the first failed item says why
+        failed = [r for r in res["results"] if isinstance(r, dict) and r.get("failed")]
+        if failed:
+            msg = failed[0].get("msg") or msg
+    return " ".join(str(msg).split())
+
+
+def from_runner(event: dict[str, Any], received: float | None = None) -> list[Event]:
+    """An ansible-runner event -> the typed events it carries (often none)."""
+    kind = event.get("event", "")
+    data = event.get("event_data") or {}
+    host = data.get("host") or data.get("remote_addr") or ""
+    play, task = data.get("play", ""), data.get("task", "")
+    res = data.get("res") or {}
+    if kind in ("runner_on_ok", "runner_retry") and task == POLL_TASK:
+        return [
+            ev for line in res.get("lines") or [] if (ev := parse_line(host, line, received))
+        ]
+    if kind == "runner_on_ok" and task == LAUNCH_TASK:
+        return [HostState(host, "running", play=play)]
+    if kind == "runner_on_unreachable":
+        return [HostState(host, "unreachable", _failure_message(res), play=play)]
+    if kind == "runner_on_failed" and not data.get("ignore_errors"):
+        return [HostState(host, "failed", _failure_message(res), play=play)]
+    return []
