@@ -7,6 +7,7 @@ names the file (or ``--set``) and the field.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -15,7 +16,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CASES_DIR = REPO_ROOT / "cases"
+# The harness always lives here; FLEETPERF_CASES_DIR points the catalog at other cases.
+HARNESS_DIR = REPO_ROOT / "cases"
+CASES_DIR = Path(os.environ.get("FLEETPERF_CASES_DIR", HARNESS_DIR)).resolve()
 CONFIG_NAME = re.compile(r"^(?P<chip>[A-Za-z0-9_.-]+?)x(?P<nnodes>\d+)x(?P<nproc>\d+)$")
 PRECISIONS = ("fp32", "tf32", "amp", "fp16", "bf16")
 

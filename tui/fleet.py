@@ -210,7 +210,7 @@ def run_case(
             cancel_callback=cancel.is_set,
             quiet=True,
         )
-        if runner.status == "canceled":
+        if cancel.is_set():  # Ctrl-C may also have stopped ansible-playbook before its cleanup
             stop(launch)
     finally:
         tracker.log.close()
@@ -222,7 +222,7 @@ def run_case(
         finished=_now(),
         hosts=tracker.hosts,
     )
-    if runner.status == "canceled":
+    if cancel.is_set():
         outcome.status, outcome.error = "aborted", "aborted by the operator"
     elif tracker.bad_input and not tracker.launched:
         outcome.status, outcome.error = "bad_input", tracker.bad_input
