@@ -132,7 +132,9 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
             specs.append(catalog.resolve(case, catalog.load_config(case, ref), sets))
         if args.repeat < 1:
             raise catalog.CatalogError(f"--repeat {args.repeat}: must be at least 1")
-        hosts = [fleet.select_hosts(args.inventory, s.config.vendor, s.config.nnodes) for s in specs]
+        hosts = [
+            fleet.select_hosts(args.inventory, s.config.vendor, s.config.nnodes) for s in specs
+        ]
     except catalog.CatalogError as exc:
         print(f"fleetperf: error: {exc}", file=err)
         return EXIT_BAD_INPUT
@@ -143,8 +145,9 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
     cancel = threading.Event()
     store = ResultStore(args.results_dir / "fleetperf.sqlite")
     try:
-        for spec, spec_hosts in [(s, h) for s, h in zip(specs, hosts, strict=True)
-                                 for _ in range(args.repeat)]:
+        for spec, spec_hosts in [
+            (s, h) for s, h in zip(specs, hosts, strict=True) for _ in range(args.repeat)
+        ]:
             launch = fleet.Launch(
                 spec=spec,
                 run_id=fleet.new_run_id(spec.case.name),
@@ -160,12 +163,16 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
                 flush=True,
             )
             printer = ProgressPrinter(out)
-            outcome = _run_interruptible(lambda l=launch, p=printer: fleet.run_case(l, p, cancel),
-                                         cancel)
+            outcome = _run_interruptible(
+                lambda run=launch, show=printer: fleet.run_case(run, show, cancel), cancel
+            )
             if printer.latencies:
                 median = statistics.median(printer.latencies)
-                print(f"== event latency: median {median:.2f} s over {len(printer.latencies)}"
-                      " step records", file=out)
+                print(
+                    f"== event latency: median {median:.2f} s over {len(printer.latencies)}"
+                    " step records",
+                    file=out,
+                )
             if outcome.status == "bad_input":
                 print(f"fleetperf: error: {outcome.error} (nothing launched)", file=err)
                 code = EXIT_BAD_INPUT

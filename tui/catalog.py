@@ -181,9 +181,7 @@ def load_case(name: str, cases_dir: Path = CASES_DIR) -> CaseSpec:
 
 def config_refs(case: CaseSpec) -> list[str]:
     """``vendor/CHIPxNxP`` for every config file of a case."""
-    return sorted(
-        f"{p.parent.name}/{p.stem}" for p in (case.dir / "configs").glob("*/*.yaml")
-    )
+    return sorted(f"{p.parent.name}/{p.stem}" for p in (case.dir / "configs").glob("*/*.yaml"))
 
 
 def load_config(case: CaseSpec, ref: str) -> VendorConfig:

@@ -12,6 +12,7 @@ from tui import catalog
 
 SUBCOMMANDS = ("cases", "prepare", "results")
 FORMATS = ("md", "csv", "json")
+DEFAULT_INVENTORY = catalog.REPO_ROOT / "inventory" / "local.yml"
 
 
 def default_results_dir() -> Path:
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 cases=args.case,
                 configs=args.config,
                 sets=args.set,
-                inventory=(args.inventory or catalog.REPO_ROOT / "inventory" / "local.yml").resolve(),
+                inventory=(args.inventory or DEFAULT_INVENTORY).resolve(),
                 repeat=args.repeat,
                 results_dir=(args.results or default_results_dir()).resolve(),
                 data_root=(args.data_root or default_data_root()).resolve(),

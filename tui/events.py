@@ -132,8 +132,11 @@ def parse_line(host: str, line: str, received: float | None = None) -> Event | N
             host, rank, t, str(rec.get("name", "")), float(rec.get("value", 0)), rec.get("samples")
         )
     if kind == "sys":
-        values = {k: float(v) for k, v in rec.items() if k not in ("t", "kind", "rank")
-                  and _num(v) is not None}
+        values = {
+            k: float(v)
+            for k, v in rec.items()
+            if k not in ("t", "kind", "rank") and _num(v) is not None
+        }
         return SysSample(host, rank, t, values)
     if kind == "start":
         return WorkloadStarted(host, rank, t, int(rec.get("world_size", 1)))
@@ -172,9 +175,7 @@ def from_runner(event: dict[str, Any], received: float | None = None) -> list[Ev
     play, task = data.get("play", ""), data.get("task", "")
     res = data.get("res") or {}
     if kind in ("runner_on_ok", "runner_retry") and task == POLL_TASK:
-        return [
-            ev for line in res.get("lines") or [] if (ev := parse_line(host, line, received))
-        ]
+        return [ev for line in res.get("lines") or [] if (ev := parse_line(host, line, received))]
     if kind == "runner_on_ok" and task == LAUNCH_TASK:
         return [HostState(host, "running", play=play)]
     if kind == "runner_on_unreachable":

@@ -12,10 +12,19 @@ description:
     before it has been returned.
 options:
   run_dir: {description: The host's run directory., type: path, required: true}
-  wait: {description: Seconds to wait for new lines before returning none., type: float, default: 1.0}
+  wait:
+    description: Seconds to wait for new lines before returning none.
+    type: float
+    default: 1.0
   max_bytes: {description: Most bytes returned per poll., type: int, default: 1048576}
-  timeout_s: {description: Seconds after the launch at which C(timed_out) turns true., type: float, required: true}
-  stall_s: {description: Seconds without a new event at which C(stalled) turns true., type: float, required: true}
+  timeout_s:
+    description: Seconds after the launch at which C(timed_out) turns true.
+    type: float
+    required: true
+  stall_s:
+    description: Seconds without a new event at which C(stalled) turns true.
+    type: float
+    required: true
 """
 
 import os
