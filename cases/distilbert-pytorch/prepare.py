@@ -1,0 +1,177 @@
+"""Stage the distilbert-pytorch data directory.
+
+    python cases/distilbert-pytorch/prepare.py --synthetic --out DATA_DIR
+
+writes, offline and deterministically (seeded):
+
+    DATA_DIR/checkpoint/   a tiny DistilBERT (save_pretrained, safetensors) + its WordPiece
+                           tokenizer (vocab.txt, tokenizer.json), loadable with from_pretrained
+    DATA_DIR/SST-2/train.tsv, dev.tsv   GLUE SST-2 layout: header "sentence<TAB>label"
+
+The sentences are movie-review templates: one or two sentiment words of one polarity among
+neutral filler, label 1 positive / 0 negative, no label noise. A small model learns them in a
+few hundred steps, which is what a CPU smoke run of the benchmark needs. The real data (the
+real SST-2 and distilbert-base-uncased) is FlagPerf's distilbert_train.tar, unpacked in the
+same layout; without --synthetic this script only says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+POSITIVE = _words(
+    "good great excellent wonderful delightful brilliant charming moving superb funny "
+    "engaging beautiful fresh clever warm enjoyable remarkable gripping touching masterful "
+    "splendid vivid witty heartfelt stunning lovely inventive powerful smart terrific"
+)
+NEGATIVE = _words(
+    "bad awful boring dull terrible tedious clumsy bland weak lifeless messy painful "
+    "predictable shallow stale tiresome ugly flat pointless dreadful forgettable incoherent "
+    "lame sloppy mediocre annoying hollow silly wooden bloated"
+)
+NOUNS = _words(
+    "film movie story plot script cast director performance ending dialogue soundtrack "
+    "camera scene character hero villain sequel screenplay pacing comedy drama thriller "
+    "documentary romance picture production lead actor actress score"
+)
+ADVERBS = _words("very quite rather truly simply often mostly really fairly so")
+FILLER = _words(
+    "the a an this that it its of in on at with about from for by as and to is was are "
+    "feels seems looks runs plays comes turns out over after before during two hours "
+    "minutes town city family summer winter night war school friends brother sister "
+    "mother father old young new small big long short first last one another every "
+    "some most such yet still just even also then there here which who when while where"
+)
+TEMPLATES = (
+    "the {noun} is {adv} {s1}",
+    "a {s1} {noun} about {f1} {f2} {f3}",
+    "{f1} {f2} {noun} , and it is {adv} {s1}",
+    "it 's a {s1} and {s2} {noun} {f1} {f2} {f3} {f4}",
+    "{f1} {f2} {f3} {f4} {f5} the {noun} , {s1} {f6} {f7}",
+    "even with {f1} {f2} {noun} , the {noun2} feels {s1}",
+    "{adv} {s1} .",
+    "the {noun} {f1} {f2} {f3} {f4} {f5} {f6} {f7} {f8} {f9} is {s1} and {s2}",
+    "what a {s1} {noun}",
+    "{f1} {f2} {f3} {noun} {f4} {f5} {f6} {f7} {f8} {f9} {f10} {f11} , {adv} {s1}",
+)
+SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def sentence(rng: random.Random, label: int) -> str:
+    words = POSITIVE if label else NEGATIVE
+    fill = {f"f{i}": rng.choice(FILLER) for i in range(1, 12)}
+    return rng.choice(TEMPLATES).format(
+        noun=rng.choice(NOUNS),
+        noun2=rng.choice(NOUNS),
+        adv=rng.choice(ADVERBS),
+        s1=rng.choice(words),
+        s2=rng.choice(words),
+        **fill,
+    )
+
+
+def write_tsv(path: Path, rows: list[tuple[str, int]]) -> None:
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write("sentence\tlabel\n")
+        for text, label in rows:
+            f.write(f"{text} \t{label}\n")  # GLUE's SST-2 rows end the sentence with a space
+
+
+def make_rows(rng: random.Random, n: int) -> list[tuple[str, int]]:
+    labels = [i % 2 for i in range(n)]
+    rng.shuffle(labels)
+    return [(sentence(rng, label), label) for label in labels]
+
+
+def vocabulary() -> list[str]:
+    words = set(POSITIVE + NEGATIVE + NOUNS + ADVERBS + FILLER)
+    for template in TEMPLATES:
+        words.update(w for w in template.split() if "{" not in w)
+    chars = sorted({c for w in words for c in w})
+    # single characters and their continuations keep unknown words tokenizable (WordPiece)
+    return (
+        list(SPECIAL)
+        + sorted(words)
+        + [c for c in chars if c not in words]
+        + ["##" + c for c in chars]
+    )
+
+
+def save_tokenizer(vocab: list[str], out: Path) -> None:
+    import transformers
+    from transformers import DistilBertTokenizerFast
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        tokenizer = DistilBertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)})
+    else:
+        tokenizer = DistilBertTokenizerFast(vocab_file=str(out / "vocab.txt"))
+    tokenizer.model_max_length = 512
+    tokenizer.save_pretrained(out)
+
+
+def save_model(vocab_size: int, out: Path, seed: int) -> None:
+    import torch
+    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+
+    torch.manual_seed(seed)
+    config = DistilBertConfig(
+        vocab_size=vocab_size,
+        max_position_embeddings=512,
+        dim=64,
+        n_layers=2,
+        n_heads=2,
+        hidden_dim=256,
+        dropout=0.1,
+        attention_dropout=0.1,
+        seq_classif_dropout=0.1,
+        num_labels=2,
+        id2label={0: "negative", 1: "positive"},
+        label2id={"negative": 0, "positive": 1},
+    )
+    DistilBertForSequenceClassification(config).save_pretrained(out, safe_serialization=True)
+
+
+def synthetic(out: Path, seed: int, n_train: int, n_dev: int) -> None:
+    rng = random.Random(seed)
+    sst = out / "SST-2"
+    sst.mkdir(parents=True, exist_ok=True)
+    write_tsv(sst / "train.tsv", make_rows(rng, n_train))
+    write_tsv(sst / "dev.tsv", make_rows(rng, n_dev))
+    vocab = vocabulary()
+    save_tokenizer(vocab, out / "checkpoint")
+    save_model(len(vocab), out / "checkpoint", seed)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, type=Path, help="the case's data directory")
+    parser.add_argument("--synthetic", action="store_true", help="tiny offline model and data")
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--train-rows", type=int, default=6000)
+    parser.add_argument("--dev-rows", type=int, default=872)  # real SST-2 dev has 872
+    args = parser.parse_args(argv)
+    if not args.synthetic:
+        print(
+            f"real data: unpack FlagPerf's distilbert_train.tar so that {args.out}/checkpoint "
+            f"(distilbert-base-uncased, save_pretrained layout) and {args.out}/SST-2/train.tsv, "
+            f"dev.tsv exist; or pass --synthetic for a tiny offline set",
+            file=sys.stderr,
+        )
+        return 2
+    synthetic(args.out, args.seed, args.train_rows, args.dev_rows)
+    print(f"wrote synthetic distilbert-pytorch data to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Process layout from torchrun's environment, and the few collectives the harness needs.
+
+Absent variables mean a single process. Backend: nccl on CUDA, gloo otherwise (contract).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+from harness.perf import PerfTotals
+
+_reduce_device: Any = None
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    local_world_size: int = 1
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] = os.environ) -> DistEnv:
+        def get(name: str, default: int) -> int:
+            return int(environ.get(name, default))
+
+        world = get("WORLD_SIZE", 1)
+        return cls(
+            rank=get("RANK", 0),
+            local_rank=get("LOCAL_RANK", 0),
+            world_size=world,
+            local_world_size=get("LOCAL_WORLD_SIZE", world),
+        )
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_global_zero(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(env: DistEnv, device: Any, timeout_s: float = 600.0) -> None:
+    """Join the process group (a no-op for a single process)."""
+    global _reduce_device
+    import torch
+    import torch.distributed as dist
+
+    dev = torch.device(device)
+    if not env.distributed or dist.is_initialized():
+        return
+    backend = "nccl" if dev.type == "cuda" else "gloo"
+    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
+    _reduce_device = dev if backend == "nccl" else torch.device("cpu")
+
+
+def shutdown_distributed() -> None:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def all_reduce(values: Sequence[float], op: str = "sum") -> list[float]:
+    """Element-wise sum or max of ``values`` over all ranks (identity for one process)."""
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return [float(v) for v in values]
+    ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
+    t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=_reduce_device)
+    dist.all_reduce(t, op=ops[op])
+    return t.tolist()
+
+
+def reduce_totals(tot: PerfTotals) -> PerfTotals:
+    """The run's totals: counts summed over ranks, times of the slowest rank."""
+    sums = all_reduce([getattr(tot, f) for f in PerfTotals.SUM_FIELDS], "sum")
+    maxes = all_reduce([getattr(tot, f) for f in PerfTotals.MAX_FIELDS], "max")
+    return replace(
+        tot,
+        **dict(zip(PerfTotals.SUM_FIELDS, sums, strict=True)),
+        **dict(zip(PerfTotals.MAX_FIELDS, maxes, strict=True)),
+    )

@@ -1,0 +1,78 @@
+"""NVML (nvidia-ml-py) access, optional: every function returns None where NVML is missing."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+_handles: dict[int, Any] = {}
+_failed = False
+
+
+def device_handle(index: int) -> Any | None:
+    """The NVML handle of CUDA device ``index`` (as torch numbers it), or None."""
+    global _failed
+    if index in _handles:
+        return _handles[index]
+    if _failed:
+        return None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no nvidia-ml-py, no driver
+        _failed = True
+        return None
+    handle = None
+    try:  # torch's numbering follows CUDA_VISIBLE_DEVICES, NVML's does not: match by UUID
+        import torch
+
+        uuid = str(torch.cuda.get_device_properties(index).uuid)
+        if not uuid.startswith(("GPU-", "MIG-")):
+            uuid = "GPU-" + uuid
+        handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+    except Exception:
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception:
+            handle = None
+    _handles[index] = handle
+    return handle
+
+
+def utilization_and_power(index: int) -> tuple[float | None, float | None]:
+    """GPU utilisation (%) and board power (W) of CUDA device ``index``."""
+    handle = device_handle(index)
+    if handle is None:
+        return None, None
+    import pynvml
+
+    util = power = None
+    with contextlib.suppress(Exception):
+        util = float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+    with contextlib.suppress(Exception):
+        power = pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
+    return util, power
+
+
+def memory_bytes(index: int, pid: int) -> tuple[int | None, int | None]:
+    """(memory used by process ``pid`` on the device, device total), bytes.
+
+    The process figure includes the CUDA context, which torch's allocator does not see; it is
+    None where NVML cannot map the pid (e.g. inside a container's pid namespace).
+    """
+    handle = device_handle(index)
+    if handle is None:
+        return None, None
+    import pynvml
+
+    used = total = None
+    with contextlib.suppress(Exception):
+        total = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
+    try:
+        for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+            if proc.pid == pid and proc.usedGpuMemory is not None:
+                used = int(proc.usedGpuMemory)
+    except Exception:
+        pass
+    return used, total

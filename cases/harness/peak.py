@@ -1,0 +1,104 @@
+"""Peak dense FLOP/s per chip and precision, and MFU.
+
+One table for the whole repository. Figures are the vendors' data-sheet numbers for dense
+math (where a sheet quotes "with sparsity", the dense figure is half of it). A chip or a
+precision that is not here gives MFU ``None``: never a guess. Only add a figure with its
+source.
+
+Sources:
+- A100 (SXM4/PCIe, 40/80 GB), A800: NVIDIA A100 Tensor Core GPU datasheet: FP32 19.5 TF,
+  TF32 156 TF, BF16/FP16 312 TF (624 with sparsity). A800 lists the same compute.
+- H100 SXM, H800 SXM, H200 SXM: NVIDIA H100 / H800 / H200 datasheets: FP32 67 TF,
+  TF32 989 TF, BF16/FP16 1,979 TF, FP8 3,958 TF, all quoted with sparsity -> halved.
+- H100 PCIe: NVIDIA H100 datasheet, PCIe column: FP32 51 TF, TF32 756 TF, BF16/FP16
+  1,513 TF, FP8 3,026 TF (with sparsity) -> halved.
+- V100 SXM2 / PCIe: NVIDIA V100 datasheet: FP32 15.7 / 14 TF, tensor FP16 125 / 112 TF.
+- A10: NVIDIA A10 datasheet: FP32 31.2 TF, TF32 62.5 TF, BF16/FP16 125 TF (dense).
+- T4: NVIDIA T4 datasheet: FP32 8.1 TF, mixed FP16/FP32 65 TF.
+- BI-V100 (Iluvatar CoreX, "Big Island"): vendor launch figures (2021): FP32 37 TF,
+  FP16/BF16 147 TF.
+Not listed for want of a vendor sheet we trust: Kunlunxin R300, CPUs (peak depends on SKU,
+cores, clocks and vector units).
+"""
+
+from __future__ import annotations
+
+T = 1e12
+
+_A100 = {"fp32": 19.5 * T, "tf32": 156 * T, "fp16": 312 * T, "bf16": 312 * T}
+_H100_SXM = {
+    "fp32": 67 * T,
+    "tf32": 989 / 2 * T,
+    "fp16": 1979 / 2 * T,
+    "bf16": 1979 / 2 * T,
+    "fp8": 3958 / 2 * T,
+}
+
+PEAK_FLOPS: dict[str, dict[str, float]] = {
+    "A100": _A100,
+    "A800": _A100,
+    "H100": _H100_SXM,
+    "H800": _H100_SXM,
+    "H200": _H100_SXM,
+    "H100-PCIE": {
+        "fp32": 51 * T,
+        "tf32": 756 / 2 * T,
+        "fp16": 1513 / 2 * T,
+        "bf16": 1513 / 2 * T,
+        "fp8": 3026 / 2 * T,
+    },
+    "V100": {"fp32": 15.7 * T, "fp16": 125 * T},
+    "V100-PCIE": {"fp32": 14 * T, "fp16": 112 * T},
+    "A10": {"fp32": 31.2 * T, "tf32": 62.5 * T, "fp16": 125 * T, "bf16": 125 * T},
+    "T4": {"fp32": 8.1 * T, "fp16": 65 * T},
+    "BI-V100": {"fp32": 37 * T, "fp16": 147 * T, "bf16": 147 * T},
+}
+
+# Other spellings of the same chips (after upper-casing, "_" and " " read as "-").
+ALIASES = {
+    "H100-SXM": "H100",
+    "H100-SXM5": "H100",
+    "H800-SXM": "H800",
+    "H200-SXM": "H200",
+    "V100-SXM2": "V100",
+    "A100-SXM4": "A100",
+    "A100-PCIE": "A100",
+    "BIV100": "BI-V100",
+}
+
+# A run's precision -> the math it runs at. amp is autocast to float16 (CUDA), fp32 is
+# plain fp32 (PyTorch keeps TF32 off for matmuls unless the run asks for tf32).
+PRECISION_MATH = {
+    "fp32": "fp32",
+    "tf32": "tf32",
+    "amp": "fp16",
+    "fp16": "fp16",
+    "bf16": "bf16",
+    "fp8": "fp8",
+}
+
+
+def normalize_chip(chip: str) -> str:
+    name = chip.strip().upper().replace("_", "-").replace(" ", "-")
+    return ALIASES.get(name, name)
+
+
+def peak_flops(chip: str | None, precision: str | None) -> float | None:
+    """Dense peak FLOP/s of one device of ``chip`` at ``precision``; None where unknown."""
+    if not chip or not precision:
+        return None
+    math = PRECISION_MATH.get(precision.strip().lower())
+    return PEAK_FLOPS.get(normalize_chip(chip), {}).get(math) if math else None
+
+
+def mfu(
+    flops_per_token: float,
+    tokens_per_s_per_device: float | None,
+    chip: str | None,
+    precision: str | None,
+) -> float | None:
+    """Model FLOPs utilisation: achieved model FLOP/s per device / the chip's peak (0..1)."""
+    peak = peak_flops(chip, precision)
+    if peak is None or tokens_per_s_per_device is None:
+        return None
+    return flops_per_token * tokens_per_s_per_device / peak
