@@ -108,18 +108,30 @@ def _record(launch: fleet.Launch, outcome: fleet.Outcome, batch_id: str) -> RunR
 def _run_interruptible(work: Callable[[], fleet.Outcome], cancel: threading.Event) -> fleet.Outcome:
     """Run in a worker thread so Ctrl-C or SIGTERM cancels the run cleanly instead of
     tearing through ansible-runner."""
-    box: list[fleet.Outcome] = []
-    worker = threading.Thread(target=lambda: box.append(work()), daemon=True)
+    box: list[fleet.Outcome | BaseException] = []
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box.append(work())
+        except BaseException as exc:  # re-raised in the main thread below
+            box.append(exc)
+        finally:
+            done.set()
+
     previous = signal.signal(signal.SIGTERM, lambda *_: cancel.set())
-    worker.start()
+    threading.Thread(target=target, daemon=True).start()
     try:
-        while worker.is_alive():
+        # Event.wait, not Thread.join: an interrupted join can leave the thread looking dead.
+        while not done.is_set():
             try:
-                worker.join(0.2)
+                done.wait(0.2)
             except KeyboardInterrupt:
                 cancel.set()
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if isinstance(box[0], BaseException):
+        raise box[0]
     return box[0]
 
 

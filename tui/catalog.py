@@ -51,6 +51,11 @@ class Target(_Strict):
     value: float
 
 
+class Bounds(_Strict):
+    min: float | None = None
+    max: float | None = None
+
+
 class CaseSpec(_Strict):
     """A case as declared by ``cases/<case>/case.yaml``."""
 
@@ -69,6 +74,8 @@ class CaseSpec(_Strict):
     short_names: dict[str, str] = Field(default_factory=dict)
     defaults: dict[str, Any]
     overridable: list[str]
+    # Limits for case-specific numeric keys (the shared ones are in Hyperparameters).
+    bounds: dict[str, Bounds] = Field(default_factory=dict)
     dir: Path
 
 
@@ -245,7 +252,17 @@ def _check_overrides(case: CaseSpec, where: str, prefix: str, overrides: dict[st
                 f" (allowed: {allowed})"
             )
         _check_type(where, field, case.defaults[key], overrides[key])
+        _check_bounds(where, field, case.bounds.get(key), overrides[key])
     _check_hp(where, prefix, overrides)
+
+
+def _check_bounds(where: str, field: str, bounds: Bounds | None, value: Any) -> None:
+    if bounds is None:
+        return
+    if bounds.min is not None and value < bounds.min:
+        raise CatalogError(f"{where}: {field}: must be at least {bounds.min:g} (got {value!r})")
+    if bounds.max is not None and value > bounds.max:
+        raise CatalogError(f"{where}: {field}: must be at most {bounds.max:g} (got {value!r})")
 
 
 def _check_type(where: str, field: str, default: Any, value: Any) -> None:

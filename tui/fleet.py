@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -20,7 +20,6 @@ import ansible_runner
 from tui.catalog import REPO_ROOT, CatalogError, RunSpec
 from tui.events import CaseResult, Event, HostState, WorkloadError, from_runner
 
-DEFAULT_INVENTORY = REPO_ROOT / "inventory" / "local.yml"
 PLAYBOOKS = REPO_ROOT / "playbooks"
 POLL_S = 1.0  # longest wait of one poll when nothing new arrived
 
@@ -69,6 +68,11 @@ def select_hosts(inventory: Path, vendor: str, nnodes: int) -> list[str]:
     return hosts[:nnodes]
 
 
+def _case_path(case_dir: Path) -> str:
+    """Relative to the repository (hosts have their own checkout), unless it lies outside."""
+    return str(case_dir.relative_to(REPO_ROOT) if case_dir.is_relative_to(REPO_ROOT) else case_dir)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("", 0))
@@ -109,7 +113,7 @@ class Launch:
         return {
             "fleetperf_run_id": self.run_id,
             "fleetperf_case": spec.case.name,
-            "fleetperf_case_path": str(spec.case.dir.relative_to(REPO_ROOT)),
+            "fleetperf_case_path": _case_path(spec.case.dir),
             "fleetperf_entrypoint": spec.case.entrypoint,
             "fleetperf_config": self.config_json(),
             "fleetperf_requires": spec.case.requires,
@@ -164,6 +168,8 @@ class _Tracker:
 
     def _fold(self, ev: Event) -> None:
         if isinstance(ev, HostState):
+            if ev.message and not ev.message.startswith(f"host {ev.host}"):
+                ev = replace(ev, message=f"host {ev.host}: {ev.phase}: {ev.message}")
             self.hosts[ev.host] = ev
             if ev.phase == "running":
                 self.launched = True

@@ -1,0 +1,72 @@
+"""Shared fixtures: a runner for the real ``fleetperf`` command and the emitter case."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE_CASES = REPO / "tests" / "fixtures" / "cases"
+
+
+@dataclass
+class Fleetperf:
+    """Runs ``python -m tui.cli`` with its own cases, data and results directories."""
+
+    cases_dir: Path
+    data_root: Path
+    results: Path
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            PYTHONPATH=str(REPO),
+            FLEETPERF_CASES_DIR=str(self.cases_dir),
+            FLEETPERF_DATA=str(self.data_root),
+            FLEETPERF_RESULTS=str(self.results),
+        )
+        return env
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "tui.cli", *args]
+
+    def run(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.argv(*args),
+            env=self.env(),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            self.argv(*args),
+            env=self.env(),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def host_dirs(self, host: str = "localhost") -> list[Path]:
+        return sorted((self.results / "hosts" / host).glob("*"))
+
+
+@pytest.fixture
+def emitter(tmp_path: Path) -> Fleetperf:
+    """The torch-free emitter case, copied so a test may edit it, with its data staged."""
+    cases = tmp_path / "cases"
+    shutil.copytree(FIXTURE_CASES / "emitter", cases / "emitter")
+    data = tmp_path / "data"
+    (data / "emitter").mkdir(parents=True)
+    (data / "emitter" / "marker").write_text("staged\n")
+    return Fleetperf(cases_dir=cases, data_root=data, results=tmp_path / "results")

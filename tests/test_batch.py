@@ -1,0 +1,244 @@
+"""``fleetperf --batch`` end to end through real ansible-runner, on the torch-free emitter.
+
+Every test launches real playbooks against the local inventory (or a temporary one),
+so the whole path runs: preflight, launch, the poll loop, cleanup, fetch, the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import time
+from pathlib import Path
+
+from conftest import Fleetperf
+
+
+def write_inventory(path: Path, hosts: dict[str, dict[str, object]]) -> Path:
+    lines = ["all:", "  children:", "    cpu:", "      hosts:"]
+    for name, hostvars in hosts.items():
+        lines.append(f"        {name}:")
+        lines += [f"          {k}: {json.dumps(v)}" for k, v in hostvars.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def local_host(fp: Fleetperf, name: str) -> dict[str, object]:
+    return {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "fleetperf_repo_dir": "{{ fleetperf_controller_root }}",
+        "fleetperf_python": "{{ fleetperf_controller_python }}",
+        "fleetperf_data_root": "{{ fleetperf_controller_data_root }}",
+        "fleetperf_run_root": str(fp.results / "hosts" / name),
+    }
+
+
+def records(fp: Fleetperf) -> list[dict[str, object]]:
+    out = fp.run("results", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def pid_gone(pid_file: Path) -> bool:
+    pid = int(pid_file.read_text())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/status").read_text().find("zombie") >= 0
+
+
+def test_passing_run_streams_steps_and_stores_the_record(emitter: Fleetperf) -> None:
+    out = emitter.run(
+        "--batch",
+        "--case",
+        "emitter",
+        "--config",
+        "cpu/CPUx1x1",
+        "--set",
+        "steps=12",
+        "--set",
+        "interval_s=0.3",
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    steps = [ln for ln in out.stdout.splitlines() if ln.startswith("localhost") and " step " in ln]
+    assert len(steps) == 12
+    assert "loss 0.0833" in steps[-1] and "mem 0.10/1.0 GiB" in steps[-1]
+    assert "| CPU单机单卡（1x1） | fp32 | steps=12,interval_s=0.3 |" in out.stdout
+    (rec,) = records(emitter)
+    assert rec["status"] == "passed" and rec["error"] is None
+    assert rec["case"] == "emitter" and rec["config"] == "CPUx1x1" and rec["hosts"] == ["localhost"]
+    assert rec["fix_hp"] == {"steps": 12, "interval_s": 0.3}
+    assert rec["metrics"]["acc"] == 1.0 and rec["metrics"]["mfu"] is None
+
+    run_dir = emitter.results / "runs" / rec["run_id"]
+    for name in ("events.jsonl", "stdout.log", "stderr.log", "exit_code", "config.json"):
+        assert (run_dir / "hosts" / "localhost" / name).is_file(), name
+    assert json.loads((run_dir / "config.json").read_text())["hp"]["steps"] == 12
+    # Workload -> controller latency, measured on the received step records.
+    log = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
+    latencies = [r["received"] - r["t"] for r in log if r["type"] == "MetricSample"]
+    assert len(latencies) == 12
+    assert statistics.median(latencies) < 2.0
+    # Each poll handed back only new lines: no step arrived twice.
+    assert sorted(r["step"] for r in log if r["type"] == "MetricSample") == list(range(1, 13))
+
+
+def test_workload_failure_exits_1_with_its_message(emitter: Fleetperf) -> None:
+    out = emitter.run(
+        "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "--set", "fail_at_step=3"
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    (rec,) = records(emitter)
+    assert rec["status"] == "failed"
+    assert rec["error"] == "host localhost rank 0: planned failure at step 3"
+    assert "failed: host localhost rank 0: planned failure" in out.stdout
+
+
+def test_stalled_workload_is_stopped_and_reported(emitter: Fleetperf) -> None:
+    case_yaml = emitter.cases_dir / "emitter" / "case.yaml"
+    case_yaml.write_text(case_yaml.read_text().replace("stall_s: 30", "stall_s: 3"))
+    t0 = time.monotonic()
+    out = emitter.run(
+        "--batch",
+        "--case",
+        "emitter",
+        "--config",
+        "cpu/CPUx1x1",
+        "--set",
+        "hang_at_step=2",
+        timeout=120,
+    )
+    assert out.returncode == 1
+    assert time.monotonic() - t0 < 60
+    (rec,) = records(emitter)
+    assert rec["status"] == "failed" and "no event for 3 s (stalled)" in rec["error"]
+    (host_dir,) = emitter.host_dirs()
+    assert pid_gone(host_dir / "workload.pid")
+
+
+def test_missing_data_exits_2_and_launches_nothing(emitter: Fleetperf) -> None:
+    (emitter.data_root / "emitter" / "marker").unlink()
+    out = emitter.run("--batch", "--case", "emitter", "--config", "cpu/CPUx1x1")
+    assert out.returncode == 2
+    err = out.stderr.strip().splitlines()
+    assert len(err) == 1
+    assert f"host localhost: missing {emitter.data_root}/emitter/marker" in err[0]
+    assert "fleetperf prepare emitter" in err[0] and "nothing launched" in err[0]
+    assert not any((d / "workload.pid").exists() for d in emitter.host_dirs())
+    assert not (emitter.results / "fleetperf.sqlite").exists() or records(emitter) == []
+
+
+def test_bad_input_exits_2_before_any_launch(emitter: Fleetperf) -> None:
+    cases = [
+        (["--case", "nope", "--config", "cpu/CPUx1x1"], "unknown case 'nope'"),
+        (["--case", "emitter", "--config", "cpu/CPUx7x7"], "no config 'cpu/CPUx7x7'"),
+        (
+            ["--case", "emitter", "--config", "cpu/CPUx1x1", "--set", "steps=-1"],
+            "--set: steps: must be at least 1 (got -1)",
+        ),
+        (
+            ["--case", "emitter", "--config", "cpu/CPUx1x1", "--set", "precision=fp16"],
+            "--set: precision: case emitter does not allow overriding it",
+        ),
+        (
+            ["--case", "emitter", "--config", "cpu/CPUx1x1", "-i", "/nonexistent.yml"],
+            "inventory /nonexistent.yml: no such file",
+        ),
+        (
+            ["--case", "emitter", "--config", "cpu/CPUx2x1"],
+            "group 'cpu' has 1 host(s), the config needs 2",
+        ),
+    ]
+    for args, needle in cases:
+        out = emitter.run("--batch", *args)
+        assert out.returncode == 2, args
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and needle in lines[0], (args, out.stderr)
+        assert "Traceback" not in out.stderr
+    assert not (emitter.results / "runs").exists()
+
+
+def test_bad_config_file_exits_2_naming_file_and_field(emitter: Fleetperf) -> None:
+    bad = emitter.cases_dir / "emitter" / "configs" / "cpu" / "CPUx1x4.yaml"
+    bad.write_text("overrides:\n  steps: -1\n")
+    out = emitter.run("--batch", "--case", "emitter", "--config", "cpu/CPUx1x4")
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        f"fleetperf: error: {bad}: overrides.steps: must be at least 1 (got -1)"
+    )
+
+
+def test_unreachable_host_exits_2_naming_it(emitter: Fleetperf, tmp_path: Path) -> None:
+    inv = write_inventory(
+        tmp_path / "inv.yml",
+        {
+            "localhost": local_host(emitter, "localhost"),
+            "ghost": {
+                "ansible_host": "127.0.0.1",
+                "ansible_port": 9,
+                "ansible_user": "nobody",
+                "ansible_connection": "ssh",
+                "fleetperf_run_root": "/tmp/unused",
+            },
+        },
+    )
+    out = emitter.run("--batch", "--case", "emitter", "--config", "cpu/CPUx2x1", "-i", str(inv))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "ghost" in out.stderr and "nothing launched" in out.stderr
+    assert not any((d / "workload.pid").exists() for d in emitter.host_dirs())
+
+
+def test_two_nodes_start_together_with_node_ranks(emitter: Fleetperf, tmp_path: Path) -> None:
+    inv = write_inventory(
+        tmp_path / "inv.yml",
+        {
+            "node1": local_host(emitter, "node1"),
+            "node2": local_host(emitter, "node2"),
+        },
+    )
+    out = emitter.run("--batch", "--case", "emitter", "--config", "cpu/CPUx2x1", "-i", str(inv))
+    assert out.returncode == 0, out.stdout + out.stderr
+    (rec,) = records(emitter)
+    assert rec["hosts"] == ["node1", "node2"] and rec["config"] == "CPUx2x1"
+    log = [
+        json.loads(x)
+        for x in (emitter.results / "runs" / rec["run_id"] / "events.jsonl")
+        .read_text()
+        .splitlines()
+    ]
+    steps = {(r["host"], r["rank"]) for r in log if r["type"] == "MetricSample"}
+    assert steps == {("node1", 0), ("node2", 1)}  # node rank from the host's position
+    assert [r["host"] for r in log if r["type"] == "CaseResult"] == ["node1"]
+
+
+def test_ctrl_c_aborts_stops_the_workload_and_records_it(emitter: Fleetperf) -> None:
+    proc = emitter.popen(
+        "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "--set", "hang_at_step=3"
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # wait until the run is really streaming
+        if " step " in line and "samples" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert "== aborted: aborted by the operator" in rest
+    (rec,) = records(emitter)
+    assert rec["status"] == "aborted"
+    (host_dir,) = emitter.host_dirs()
+    assert pid_gone(host_dir / "workload.pid")
+
+
+def test_controller_imports_neither_torch_nor_textual() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tui.cli, tui.batch, tui.fleet, tui.catalog, tui.events, tui.results;"
+        "bad = [m for m in ('torch', 'textual') if m in sys.modules]; assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])

@@ -1,0 +1,128 @@
+"""The catalog: layering, the overridable list, and errors that name file and field."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tui import catalog
+from tui.catalog import CatalogError
+
+
+@pytest.fixture
+def cases(tmp_path: Path) -> Path:
+    shutil.copytree(
+        catalog.HARNESS_DIR / "distilbert-pytorch",
+        tmp_path / "distilbert-pytorch",
+        ignore=shutil.ignore_patterns("*.py", "__pycache__"),
+    )
+    return tmp_path
+
+
+def write_config(cases: Path, name: str, text: str) -> Path:
+    path = cases / "distilbert-pytorch" / "configs" / "cpu" / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_every_shipped_config_resolves() -> None:
+    for name in catalog.case_names():
+        case = catalog.load_case(name)
+        refs = catalog.config_refs(case)
+        assert refs, name
+        for ref in refs:
+            spec = catalog.resolve(case, catalog.load_config(case, ref))
+            assert spec.world_size >= 1
+
+
+def test_seed_rows_of_distilbert() -> None:
+    case = catalog.load_case("distilbert-pytorch")
+    one = catalog.resolve(case, catalog.load_config(case, "nvidia/A100x1x1"))
+    assert one.fix_hp == {"train_batch_size": 96, "learning_rate": 0.00015}
+    assert (one.config.chip, one.config.nnodes, one.config.nproc_per_node) == ("A100", 1, 1)
+    eight = catalog.resolve(case, catalog.load_config(case, "nvidia/A100x1x8"))
+    assert eight.fix_hp == {} and eight.world_size == 8
+    two = catalog.resolve(case, catalog.load_config(case, "nvidia/A100x2x8"))
+    assert two.fix_hp == {"train_batch_size": 96} and two.world_size == 16
+
+
+def test_layering_defaults_config_set(cases: Path) -> None:
+    write_config(cases, "CPUx1x4", "overrides: {train_batch_size: 8, learning_rate: 1e-4}\n")
+    case = catalog.load_case("distilbert-pytorch", cases)
+    config = catalog.load_config(case, "cpu/CPUx1x4")
+    spec = catalog.resolve(case, config, catalog.parse_sets(["train_batch_size=4"]))
+    assert spec.hp["train_batch_size"] == 4  # --set wins
+    assert spec.hp["learning_rate"] == pytest.approx(1e-4)  # config wins over default
+    assert spec.hp["eval_batch_size"] == case.defaults["eval_batch_size"]
+    assert spec.fix_hp == {"train_batch_size": 4, "learning_rate": 1e-4}
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (
+            "overrides: {train_batch_size: -1}\n",
+            "overrides.train_batch_size: Input should be greater than 0",
+        ),
+        (
+            "overrides: {seed: 7}\n",
+            "overrides.seed: case distilbert-pytorch does not allow overriding it",
+        ),
+        (
+            "overrides: {no_such_key: 1}\n",
+            "overrides.no_such_key: case distilbert-pytorch has no such hyperparameter",
+        ),
+        ("overrides: {learning_rate: fast}\n", "overrides.learning_rate: expected float"),
+        ("overrides: {train_batch_size: 2.5}\n", "overrides.train_batch_size: expected int"),
+        ("overrides: {precision: fp8}\n", "overrides.precision: Input should be"),
+        ("hp: {}\n", "hp: unknown field"),
+        ("overrides: [1, 2]\n", "overrides: expected a mapping"),
+        ("overrides: {a: [\n", "not valid YAML"),
+    ],
+)
+def test_bad_config_names_file_and_field(cases: Path, text: str, needle: str) -> None:
+    write_config(cases, "CPUx1x3", text)
+    case = catalog.load_case("distilbert-pytorch", cases)
+    with pytest.raises(CatalogError) as err:
+        catalog.load_config(case, "cpu/CPUx1x3")
+    message = str(err.value)
+    assert "distilbert-pytorch/configs/cpu/CPUx1x3.yaml" in message
+    assert needle in message
+    assert "\n" not in message
+
+
+def test_bad_sets_and_names() -> None:
+    case = catalog.load_case("distilbert-pytorch")
+    config = catalog.load_config(case, "cpu/CPUx1x1")
+    with pytest.raises(CatalogError, match=r"^--set: train_batch_size: Input should be greater"):
+        catalog.resolve(case, config, catalog.parse_sets(["train_batch_size=-1"]))
+    with pytest.raises(CatalogError, match=r"^--set: seed: .*does not allow"):
+        catalog.resolve(case, config, catalog.parse_sets(["seed=1"]))
+    with pytest.raises(CatalogError, match="expected key=value"):
+        catalog.parse_sets(["train_batch_size"])
+    with pytest.raises(CatalogError, match=r"unknown case 'nope' \(known: .*distilbert-pytorch"):
+        catalog.load_case("nope")
+    with pytest.raises(CatalogError, match="no config 'cpu/CPUx9x9'"):
+        catalog.load_config(case, "cpu/CPUx9x9")
+    with pytest.raises(CatalogError, match="expected VENDOR/CHIPxNNODESxNPROC"):
+        catalog.load_config(case, "A100x1x8")
+
+
+def test_scientific_notation_is_a_float() -> None:
+    assert catalog.parse_sets(["learning_rate=1e-4"]) == {"learning_rate": 1e-4}
+
+
+def test_case_yaml_errors_name_the_file(cases: Path) -> None:
+    path = cases / "distilbert-pytorch" / "case.yaml"
+    path.write_text(path.read_text().replace("kind: training", "kind: dancing"))
+    with pytest.raises(CatalogError, match=r"distilbert-pytorch/case.yaml: kind: Input should be"):
+        catalog.load_case("distilbert-pytorch", cases)
+
+
+def test_overridable_key_needs_a_default(cases: Path) -> None:
+    path = cases / "distilbert-pytorch" / "case.yaml"
+    path.write_text(path.read_text().replace("  - num_workers\n", "  - num_workers\n  - ghost\n"))
+    with pytest.raises(CatalogError, match="overridable: 'ghost' has no default"):
+        catalog.load_case("distilbert-pytorch", cases)
