@@ -322,7 +322,14 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
     harness.shutdown_distributed()
     metrics["e2e_time"] = perf.e2e_time()
     status = "passed" if converged else "failed"
-    events.emit("result", status=status, converged=converged, metrics=metrics, notes=notes)
+    events.emit(
+        "result",
+        status=status,
+        converged=converged,
+        metrics=metrics,
+        notes=notes,
+        world_size=world,  # beyond the contract's fields: which layout produced the metrics
+    )
     say(
         f"result {status}: "
         + ", ".join(

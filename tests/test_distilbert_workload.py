@@ -1,0 +1,242 @@
+"""cases/distilbert-pytorch: prepare --synthetic, then run.py as the controller launches it.
+
+The runs here use max_seq_length 128 and a small sample budget to stay quick; the CPU
+configs (seq 512) are what `fleetperf --batch` runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CASE_DIR = REPO / "cases" / "distilbert-pytorch"
+METRIC_KEYS = {
+    "e2e_time",
+    "p_whole",
+    "p_train",
+    "p_core",
+    "tokens_per_s_per_device",
+    "mfu",
+    "acc",
+    "loss",
+    "mem_used_gib",
+    "mem_total_gib",
+}
+HP = {
+    "precision": "fp32",
+    "train_batch_size": 16,
+    "eval_batch_size": 64,
+    "learning_rate": 0.001,
+    "weight_decay": 0.0,
+    "max_seq_length": 128,
+    "max_samples": 2400,
+    "eval_every_samples": 800,
+    "target_acc": 0.95,
+    "log_every_steps": 5,
+    "warmup_steps": 3,
+    "seed": 1234,
+    "num_workers": 0,
+}
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO / "cases")}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("data") / "distilbert-pytorch"
+    proc = subprocess.run(
+        [sys.executable, str(CASE_DIR / "prepare.py"), "--synthetic", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _run_dir(tmp_path: Path, nproc: int, chip: str = "CPU", **hp) -> Path:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    config = {
+        "run_id": "test",
+        "case": "distilbert-pytorch",
+        "vendor": "cpu",
+        "chip": chip,
+        "nnodes": 1,
+        "nproc_per_node": nproc,
+        "precision": "fp32",
+        "hp": {**HP, **hp},
+        "fix_hp": {},
+    }
+    (run_dir / "config.json").write_text(json.dumps(config))
+    return run_dir
+
+
+def _workload_args(run_dir: Path, data_dir: Path) -> list[str]:
+    return [
+        str(CASE_DIR / "run.py"),
+        "--config",
+        str(run_dir / "config.json"),
+        "--data-dir",
+        str(data_dir),
+        "--run-dir",
+        str(run_dir),
+    ]
+
+
+def _events(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_prepare_synthetic_layout(data_dir):
+    from transformers import AutoTokenizer
+
+    for rel in ("checkpoint/config.json", "checkpoint/model.safetensors", "SST-2/dev.tsv"):
+        assert (data_dir / rel).is_file(), rel
+    train = (data_dir / "SST-2" / "train.tsv").read_text().splitlines()
+    dev = (data_dir / "SST-2" / "dev.tsv").read_text().splitlines()
+    assert train[0] == dev[0] == "sentence\tlabel"
+    assert len(train) - 1 >= 3000 and 800 <= len(dev) - 1 <= 900
+    assert {line.rsplit("\t", 1)[1] for line in dev[1:]} == {"0", "1"}
+    tok = AutoTokenizer.from_pretrained(data_dir / "checkpoint")
+    ids = tok("the movie is very good")["input_ids"]
+    assert tok.unk_token_id not in ids and ids[0] == tok.cls_token_id
+
+
+def test_prepare_without_synthetic_says_where_the_data_goes(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(CASE_DIR / "prepare.py"), "--out", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "distilbert_train.tar" in proc.stderr and str(tmp_path / "d") in proc.stderr
+
+
+def test_single_process_run_converges_and_reports(tmp_path, data_dir):
+    run_dir = _run_dir(tmp_path, 1)
+    proc = subprocess.run(
+        [sys.executable, *_workload_args(run_dir, data_dir)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    events = _events(run_dir)
+    kinds = [e["kind"] for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "result"
+    assert {"step", "eval", "sys"} <= set(kinds)
+    assert all({"t", "kind", "rank"} <= set(e) for e in events)
+    assert events[0]["world_size"] == 1
+
+    steps = [e for e in events if e["kind"] == "step"]
+    assert steps[0]["step"] == HP["log_every_steps"]
+    assert [s["samples"] for s in steps] == sorted(s["samples"] for s in steps)
+    for s in steps:
+        assert s["samples"] == s["step"] * HP["train_batch_size"]
+        assert 0 < s["tokens"] < s["samples"] * HP["max_seq_length"]  # real tokens, not padded
+        assert s["throughput"] > 0 and s["mem_used_gib"] > 0 and s["lr"] == HP["learning_rate"]
+
+    result = events[-1]
+    metrics = result["metrics"]
+    assert set(metrics) == METRIC_KEYS
+    assert result["status"] == "passed" and result["converged"] is True
+    assert metrics["acc"] >= HP["target_acc"]
+    assert metrics["acc"] == [e for e in events if e["kind"] == "eval"][-1]["value"]
+    assert metrics["mfu"] is None  # CPU has no peak figure
+    assert any("mfu null" in n for n in result["notes"])
+    ordered = metrics["p_core"] >= metrics["p_train"] >= metrics["p_whole"]
+    assert ordered or any("p_core" in n for n in result["notes"])
+    assert metrics["p_train"] > metrics["p_whole"]  # evaluation time is taken out
+    assert metrics["e2e_time"] > steps[-1]["samples"] / metrics["p_whole"]  # init included
+    assert 0 < metrics["mem_used_gib"] < metrics["mem_total_gib"]
+    assert metrics["loss"] == pytest.approx(steps[-1]["loss"])
+    assert "result passed" in proc.stdout
+
+
+def test_two_processes_under_torchrun(tmp_path, data_dir):
+    # The chip only picks the peak figure: a CPU run labelled A100 exercises the MFU path.
+    run_dir = _run_dir(tmp_path, 2, chip="A100", max_samples=1600)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    proc = subprocess.run(
+        [*cmd, *_workload_args(run_dir, data_dir)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    events = _events(run_dir)
+    assert {e["rank"] for e in events} == {0}  # LOCAL_RANK 1 writes nothing unless it fails
+    assert [e["kind"] for e in events].count("start") == 1
+    result = events[-1]
+    assert result["kind"] == "result" and result["world_size"] == 2
+    steps = [e for e in events if e["kind"] == "step"]
+    assert all(s["samples"] == s["step"] * HP["train_batch_size"] * 2 for s in steps)
+    metrics = result["metrics"]
+    assert set(metrics) == METRIC_KEYS
+    assert metrics["acc"] >= 0.9
+    # MFU = FLOPs/token x padded tokens per second per device / A100 fp32 peak (19.5 TF)
+    sys.path.insert(0, str(REPO / "cases"))
+    import harness
+    from transformers import DistilBertForSequenceClassification
+
+    model = DistilBertForSequenceClassification.from_pretrained(data_dir / "checkpoint")
+    c, seq = model.config, HP["max_seq_length"]
+    per_token = harness.training_flops_per_token(
+        harness.non_embedding_params(model), c.n_layers, c.n_heads, c.dim // c.n_heads, seq
+    )
+    padded_per_s_per_device = metrics["p_train"] * seq / 2
+    expected = per_token * padded_per_s_per_device / 19.5e12
+    assert metrics["mfu"] == pytest.approx(expected, rel=1e-6)
+
+
+def test_missing_data_dir_exits_2_naming_the_path(tmp_path):
+    run_dir = _run_dir(tmp_path, 1)
+    missing = tmp_path / "no-such-data"
+    proc = subprocess.run(
+        [sys.executable, *_workload_args(run_dir, missing)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert str(missing) in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    (error,) = _events(run_dir)
+    assert error["kind"] == "error" and str(missing) in error["message"]
+
+
+def test_missing_data_file_is_named(tmp_path, data_dir):
+    partial = tmp_path / "partial"
+    (partial / "SST-2").mkdir(parents=True)
+    (partial / "checkpoint").symlink_to(data_dir / "checkpoint")
+    (partial / "SST-2" / "train.tsv").symlink_to(data_dir / "SST-2" / "train.tsv")
+    run_dir = _run_dir(tmp_path, 1)
+    proc = subprocess.run(
+        [sys.executable, *_workload_args(run_dir, partial)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert str(partial / "SST-2" / "dev.tsv") in proc.stderr

@@ -1,0 +1,337 @@
+"""cases/harness: FLOPs formulas, peak table and MFU, event writer, timers, memory, guard."""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "cases"))
+
+import harness  # noqa: E402
+from harness.dist import reduce_totals  # noqa: E402
+from harness.events import EventWriter, read_events  # noqa: E402
+from harness.perf import PerfTotals, PerfTracker  # noqa: E402
+
+# ------------------------------------------------------------------------------ FLOPs
+# Llama-2-7B: vocab 32000, hidden 4096, 32 layers, 32 heads, SwiGLU MLP 11008, untied lm_head.
+V, D, L, H, FF = 32000, 4096, 32, 32, 11008
+PER_LAYER = 4 * D * D + 3 * D * FF + 2 * D  # q k v o, gate up down, two RMSNorms
+N_LLAMA = L * PER_LAYER + D + V * D  # + final norm + lm_head; the input embedding is left out
+N_LORA = L * 2 * 8 * (D + D)  # r=8 on q_proj and v_proj: A (r x D) + B (D x r) each
+
+
+def test_llama2_7b_parameter_convention():
+    assert N_LLAMA == 6_607_343_616
+    assert N_LLAMA + V * D == 6_738_415_616  # the published 6.74e9 total
+
+
+@pytest.mark.parametrize(("seq_len", "expected"), [(4096, 46.1e9), (512, 40.4e9)])
+def test_training_flops_per_token_llama2_7b(seq_len, expected):
+    flops = harness.training_flops_per_token(N_LLAMA, L, H, D // H, seq_len)
+    assert flops == pytest.approx(expected, rel=0.005)
+    # the other conventions for N miss the published figure: the test pins ours
+    without_lm_head = harness.training_flops_per_token(N_LLAMA - V * D, L, H, D // H, seq_len)
+    with_everything = harness.training_flops_per_token(N_LLAMA + V * D, L, H, D // H, seq_len)
+    assert without_lm_head != pytest.approx(expected, rel=0.01)
+    assert with_everything != pytest.approx(expected, rel=0.01)
+
+
+def test_lora_flops_per_token_llama2_7b():
+    assert N_LORA == 4_194_304
+    flops = harness.lora_training_flops_per_token(N_LLAMA, N_LORA, L, H, D // H, 512)
+    assert flops == pytest.approx(27.3e9, rel=0.005)
+
+
+def test_inference_flops_per_token():
+    assert harness.inference_flops_per_token(1000, 2, 4, 8, 16) == 2 * 1000 + 4 * 2 * 4 * 8 * 16
+    flops = harness.inference_flops_per_token(N_LLAMA, L, H, D // H, 4096)
+    assert flops == pytest.approx(2 * N_LLAMA + 4 * L * D * 4096)
+
+
+def test_non_embedding_params_of_real_llama_shape():
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    config = transformers.LlamaConfig(
+        vocab_size=V,
+        hidden_size=D,
+        intermediate_size=FF,
+        num_hidden_layers=L,
+        num_attention_heads=H,
+        num_key_value_heads=H,
+        tie_word_embeddings=False,
+    )
+    with torch.device("meta"):
+        model = transformers.LlamaForCausalLM(config)
+    assert harness.non_embedding_params(model) == N_LLAMA
+
+
+def test_non_embedding_params_counts_a_tied_output_projection_once():
+    import torch
+
+    class Tiny(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tok = torch.nn.Embedding(100, 8)
+            self.pos = torch.nn.Embedding(16, 8)
+            self.mlp = torch.nn.Linear(8, 8)
+            self.head = torch.nn.Linear(8, 100, bias=False)
+            self.head.weight = self.tok.weight
+
+        def get_output_embeddings(self) -> torch.nn.Module:
+            return self.head
+
+    assert harness.non_embedding_params(Tiny()) == (8 * 8 + 8) + 100 * 8
+
+
+# ------------------------------------------------------------------------ peak and MFU
+def test_peak_table_dense_figures():
+    assert harness.peak_flops("A100", "fp32") == 19.5e12
+    assert harness.peak_flops("A100", "tf32") == 156e12
+    assert harness.peak_flops("A100", "fp16") == 312e12
+    assert harness.peak_flops("A100", "bf16") == 312e12
+    assert harness.peak_flops("A100", "amp") == 312e12  # autocast to fp16
+    assert harness.peak_flops("a800", "bf16") == 312e12
+    assert harness.peak_flops("H100", "bf16") == pytest.approx(989.5e12)  # 1979 sparse / 2
+    assert harness.peak_flops("h100_sxm5", "bf16") == harness.peak_flops("H800", "bf16")
+    assert harness.peak_flops("BI-V100", "fp16") == 147e12
+
+
+def test_peak_unknown_chip_or_precision_is_none():
+    assert harness.peak_flops("CPU", "fp32") is None
+    assert harness.peak_flops("R300", "fp16") is None  # no vendor sheet we trust
+    assert harness.peak_flops("V100", "bf16") is None  # Volta has no bf16 tensor cores
+    assert harness.peak_flops("A100", "int4") is None
+    assert harness.peak_flops(None, "fp32") is None
+
+
+def test_mfu():
+    assert harness.mfu(1e9, 1000.0, "CPU", "fp32") is None
+    assert harness.mfu(1e9, 1000.0, "A100", "nonsense") is None
+    assert harness.mfu(1e9, None, "A100", "bf16") is None
+    assert harness.mfu(46.1e9, 2000.0, "A100", "bf16") == pytest.approx(46.1e9 * 2000 / 312e12)
+
+
+# -------------------------------------------------------------------------- event writer
+def test_event_writer_lines_are_complete_and_visible_at_once(tmp_path):
+    path = tmp_path / "run" / "events.jsonl"
+    clock = iter([100.0, 101.5]).__next__
+    w = EventWriter(path, rank=0, local_rank=0, clock=clock)
+    assert w.emit("start", world_size=2, case="c", precision="fp32")
+    # no close(), no flush(): another reader sees the line already
+    assert path.read_bytes().endswith(b"\n")
+    assert json.loads(path.read_text()) == {
+        "t": 100.0,
+        "kind": "start",
+        "rank": 0,
+        "world_size": 2,
+        "case": "c",
+        "precision": "fp32",
+    }
+    assert w.emit("step", step=1, loss=float("nan"), lr=math.inf)
+    lines = path.read_text().splitlines()
+    assert len(lines) == 2
+    assert json.loads(lines[1])["loss"] is None  # NaN is not JSON: null
+    assert json.loads(lines[1])["lr"] is None
+    w.close()
+
+
+def test_event_writer_rank_rules(tmp_path):
+    path = tmp_path / "events.jsonl"
+    node0_rank1 = EventWriter(path, rank=1, local_rank=1)
+    assert not node0_rank1.emit("step", step=1)
+    assert not node0_rank1.emit("result", status="passed")
+    assert node0_rank1.emit("error", message="boom", traceback="")
+    node1_rank0 = EventWriter(path, rank=2, local_rank=0)
+    assert node1_rank0.emit("step", step=1)
+    assert not node1_rank0.emit("result", status="passed")  # global rank 0 only
+    assert EventWriter(path, rank=3, local_rank=1, all_ranks=True).emit("step", step=1)
+    assert EventWriter(path, rank=0, local_rank=0).emit("result", status="passed")
+    records, _ = read_events(path)
+    assert [(r["kind"], r["rank"]) for r in records] == [
+        ("error", 1),
+        ("step", 2),
+        ("step", 3),
+        ("result", 0),
+    ]
+    with pytest.raises(ValueError, match="unknown event kind"):
+        node1_rank0.emit("stpe")
+
+
+def test_read_events_leaves_a_partial_line_for_later(tmp_path):
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"t":1,"kind":"start","rank":0}\n{"t":2,"kind":"st')
+    records, offset = read_events(path)
+    assert [r["kind"] for r in records] == ["start"]
+    assert offset == len(b'{"t":1,"kind":"start","rank":0}\n')
+    with open(path, "ab") as f:
+        f.write(b'ep","rank":0}\n')
+    records, offset2 = read_events(path, offset)
+    assert [r["kind"] for r in records] == ["step"]
+    assert offset2 == path.stat().st_size
+
+
+def test_writer_ends_a_torn_line_before_its_own(tmp_path):
+    path = tmp_path / "events.jsonl"
+    path.write_bytes(b'{"t":1,"kind":"start","rank":0}\n{"t":2,"kind":"st')  # writer died
+    EventWriter(path).emit("error", message="restarted", traceback="")
+    records, offset = read_events(path)
+    assert [r["kind"] for r in records] == ["start", "error"]
+    assert offset == path.stat().st_size
+
+
+def _append_many(path: str, rank: int) -> None:
+    w = EventWriter(path, rank=rank, local_rank=0)
+    for i in range(300):
+        w.emit("step", step=i, pad="x" * 3000)
+
+
+def test_concurrent_writers_never_interleave_inside_a_line(tmp_path):
+    path = tmp_path / "events.jsonl"
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_append_many, args=(str(path), r)) for r in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    lines = path.read_bytes().splitlines()
+    assert len(lines) == 900
+    assert all(json.loads(line)["kind"] == "step" for line in lines)
+
+
+# ------------------------------------------------------------------------------ timers
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _timeline(warmup_steps: int = 2) -> tuple[PerfTracker, FakeClock, list[str]]:
+    """10 steps: 0.1 s loading each, compute 1.0 s (first two) then 0.5 s, one 2 s eval."""
+    clock, syncs = FakeClock(), []
+    perf = PerfTracker(warmup_steps, lambda: syncs.append("sync"), start_time=0.0, clock=clock)
+    perf.train_begin()
+    for i in range(10):
+        clock.advance(0.1)
+        perf.step_begin()
+        clock.advance(1.0 if i < 2 else 0.5)
+        perf.step_end(samples=8, tokens=100, padded_tokens=8 * 64)
+        if i == 4:
+            with perf.evaluating():
+                clock.advance(2.0)
+    perf.train_end()
+    return perf, clock, syncs
+
+
+def test_timers_on_a_synthetic_timeline():
+    perf, _, syncs = _timeline()
+    tot = perf.totals()
+    assert tot.train_time == pytest.approx(9.0)  # 1.0 loading + 2.0 warm-up + 4.0 + 2.0 eval
+    assert tot.eval_time == pytest.approx(2.0)
+    assert tot.compute_time == pytest.approx(4.0)
+    assert (tot.samples, tot.core_samples, tot.tokens, tot.padded_tokens) == (80, 64, 1000, 5120)
+    m = harness.throughput_metrics(tot, world_size=2)
+    assert m["p_whole"] == pytest.approx(80 / 9.0)
+    assert m["p_train"] == pytest.approx(80 / 7.0)
+    assert m["p_core"] == pytest.approx(64 / 4.0)
+    assert m["tokens_per_s_per_device"] == pytest.approx(1000 / 7.0 / 2)
+    assert m["p_core"] >= m["p_train"] >= m["p_whole"]
+    assert harness.ordering_notes(m, tot) == []
+    # the device is synchronised at every bound: train 2, steps 2 x 10, eval 2
+    assert len(syncs) == 24
+
+
+def test_warmup_steps_are_recorded_but_excluded_from_p_core():
+    tot = _timeline(warmup_steps=2)[0].totals()
+    assert (tot.warmup_steps, tot.warmup_samples, tot.warmup_time) == (2, 16, pytest.approx(2.0))
+    assert harness.throughput_metrics(tot)["p_core"] == pytest.approx(16.0)
+    no_warmup = _timeline(warmup_steps=0)[0].totals()
+    assert harness.throughput_metrics(no_warmup)["p_core"] == pytest.approx(80 / 6.0)
+
+
+def test_ordering_notes_explain_a_violation():
+    tot = PerfTotals(steps=100, warmup_steps=5)
+    notes = harness.ordering_notes({"p_whole": 10.0, "p_train": 12.0, "p_core": 11.0}, tot)
+    assert len(notes) == 1 and "p_core" in notes[0] and "p_train" in notes[0]
+    all_warmup = PerfTotals(steps=3, warmup_steps=3)
+    notes = harness.ordering_notes({"p_whole": 1.0, "p_train": 1.0, "p_core": None}, all_warmup)
+    assert "warm-up" in notes[0]
+
+
+def test_step_end_without_begin_is_an_error():
+    with pytest.raises(RuntimeError):
+        PerfTracker().step_end(1)
+
+
+def test_reduce_totals_is_identity_for_one_process():
+    tot = _timeline()[0].totals()
+    assert reduce_totals(tot) == tot
+
+
+def test_e2e_time_counts_from_process_start():
+    age = harness.process_age_s()
+    if sys.platform.startswith("linux"):
+        assert age is not None and 0 < age < 24 * 3600
+    perf = PerfTracker()
+    assert perf.e2e_time() >= (age or 0.0) - 0.05
+
+
+# --------------------------------------------------------------------- memory and sys
+def test_cpu_memory_is_peak_rss_over_host_total():
+    used, total = harness.MemoryMonitor("cpu").peak_gib()
+    assert 0.01 < used < total
+    assert total == pytest.approx(harness.host_total_gib())
+
+
+def test_sys_sampler_fields_and_spacing():
+    clock = FakeClock()
+    s = harness.SysSampler("cpu", min_interval_s=5.0, clock=clock)
+    assert s.due()
+    sample = s.sample()
+    assert {"cpu_percent", "host_mem_used_gib", "host_mem_total_gib"} <= set(sample)
+    assert 0 < sample["host_mem_used_gib"] < sample["host_mem_total_gib"]
+    assert "device_util" not in sample  # no NVML figure on CPU
+    clock.advance(4.0)
+    assert not s.due()
+    clock.advance(1.0)
+    assert s.due()
+
+
+# ------------------------------------------------------------------------------ guard
+def test_guarded_turns_failures_into_error_events(tmp_path):
+    path = tmp_path / "events.jsonl"
+    w = EventWriter(path)
+
+    def missing() -> int:
+        harness.require_paths(tmp_path, ["checkpoint"])
+        return 0
+
+    def crash() -> int:
+        raise RuntimeError("kaput\nsecond line")
+
+    assert harness.guarded(w, lambda: 0) == 0
+    assert harness.guarded(w, missing) == 2
+    assert harness.guarded(w, crash) == 1
+    records, _ = read_events(path)
+    assert [r["kind"] for r in records] == ["error", "error"]
+    assert str(tmp_path / "checkpoint") in records[0]["message"]
+    assert records[1]["message"] == "RuntimeError: kaput second line"  # one line
+    assert "crash" in records[1]["traceback"]
+
+
+def test_load_config_names_the_path(tmp_path):
+    with pytest.raises(harness.InputError, match=str(tmp_path / "nope.json")):
+        harness.load_config(tmp_path / "nope.json")
+    (tmp_path / "c.json").write_text('{"hp": {"a": 1}}')
+    assert harness.load_config(tmp_path / "c.json")["hp"] == {"a": 1}
