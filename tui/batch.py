@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import TextIO
 
 from tui import catalog, fleet
-from tui.events import CaseResult, EvalSample, Event, HostState, MetricSample, WorkloadError
+from tui.events import (
+    CaseResult,
+    EvalSample,
+    Event,
+    HostState,
+    MetricSample,
+    WorkloadError,
+    WorkloadStarted,
+)
 from tui.results import METRIC_KEYS, ResultStore, RunRecord, to_csv, to_json, to_markdown
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -67,6 +75,8 @@ class ProgressPrinter:
             if ev.mem_used_gib is not None and ev.mem_total_gib is not None:
                 parts.append(f"mem {ev.mem_used_gib:.2f}/{ev.mem_total_gib:.1f} GiB")
             return "  ".join(parts)
+        if isinstance(ev, WorkloadStarted):
+            return f"{ev.host:<12} started: world size {ev.world_size}"
         if isinstance(ev, EvalSample):
             return f"{ev.host:<12} eval {ev.name}={ev.value:.4f} after {ev.samples} samples"
         if isinstance(ev, HostState) and ev.phase in ("failed", "unreachable"):
@@ -99,6 +109,7 @@ def _record(launch: fleet.Launch, outcome: fleet.Outcome, batch_id: str) -> RunR
         metrics={k: v for k, v in outcome.result.metrics.items() if k in METRIC_KEYS}
         if outcome.result
         else {},
+        notes=outcome.result.notes if outcome.result else [],
         columns=spec.case.report,
         short_names=spec.case.short_names,
         run_dir=str(launch.run_dir),

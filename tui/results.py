@@ -73,6 +73,7 @@ RECORD_KEYS = (
     "precision",
     "fix_hp",
     "metrics",
+    "notes",  # beyond DESIGN's list: the workload's own words, e.g. why p_core < p_train
 )
 
 # Seed 000/001 (training) and seed 002 (inference) layouts: used when a record names none.
@@ -152,6 +153,7 @@ class RunRecord(BaseModel):
     precision: str | None = None
     fix_hp: dict[str, Any] = Field(default_factory=dict)
     metrics: dict[str, float | None] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
 
     # For the tables and the store only; not part of the JSON record.
     columns: list[str] = Field(default_factory=list)
@@ -256,6 +258,7 @@ _SCHEMA_V1 = (
         fix_hp         TEXT NOT NULL,  -- JSON object
         report_columns TEXT NOT NULL,  -- JSON list
         short_names    TEXT NOT NULL,  -- JSON object
+        notes          TEXT NOT NULL,  -- JSON list
         run_dir        TEXT
     )""",
     # Only known values get a row: history per metric needs no NULL filtering.
@@ -288,6 +291,7 @@ _RUN_FIELDS = (
     "fix_hp",
     "report_columns",
     "short_names",
+    "notes",
     "run_dir",
 )
 _UPSERT_RUN = (
@@ -438,6 +442,7 @@ def _read_record(conn: sqlite3.Connection, row: sqlite3.Row) -> RunRecord:
         metrics={name: value for name, value in metrics},
         columns=json.loads(row["report_columns"]),
         short_names=json.loads(row["short_names"]),
+        notes=json.loads(row["notes"]),
         chip=row["chip"],
         nnodes=row["nnodes"],
         nproc_per_node=row["nproc_per_node"],
@@ -465,6 +470,7 @@ def _run_row(record: RunRecord) -> dict[str, Any]:
         "fix_hp": json.dumps(record.fix_hp, ensure_ascii=False),
         "report_columns": json.dumps(record.columns, ensure_ascii=False),
         "short_names": json.dumps(record.short_names, ensure_ascii=False),
+        "notes": json.dumps(record.notes, ensure_ascii=False),
         "run_dir": record.run_dir,
     }
 

@@ -1,0 +1,83 @@
+"""The real distilbert-pytorch case through ``fleetperf --batch``: prepare, launch, table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import REPO, Fleetperf
+
+
+@pytest.fixture(scope="module")
+def distil(tmp_path_factory: pytest.TempPathFactory) -> Fleetperf:
+    tmp = tmp_path_factory.mktemp("distil")
+    fp = Fleetperf(cases_dir=REPO / "cases", data_root=tmp / "data", results=tmp / "results")
+    out = fp.run("prepare", "distilbert-pytorch", "--synthetic")
+    assert out.returncode == 0, out.stderr
+    return fp
+
+
+def check_metrics(rec: dict) -> None:
+    metrics = rec["metrics"]
+    for key in (
+        "e2e_time",
+        "p_whole",
+        "p_train",
+        "p_core",
+        "acc",
+        "mem_used_gib",
+        "mem_total_gib",
+        "loss",
+        "tokens_per_s_per_device",
+    ):
+        assert isinstance(metrics[key], float), key
+    # DESIGN: p_core >= p_train >= p_whole, or the run says why (timings on a busy
+    # 2-core machine can invert p_core and p_train).
+    if not metrics["p_core"] >= metrics["p_train"]:
+        assert any(n.startswith("p_core ") for n in rec["notes"]), rec["notes"]
+    assert metrics["p_train"] >= metrics["p_whole"] > 0
+    assert metrics["mfu"] is None  # no peak FLOP/s for a CPU: unknown, never a guess
+
+
+def test_one_process_reaches_high_accuracy(distil: Fleetperf) -> None:
+    out = distil.run(
+        "--batch", "--case", "distilbert-pytorch", "--config", "cpu/CPUx1x1", "--format", "json"
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "localhost    started: world size 1" in out.stdout
+    (rec,) = json.loads(out.stdout[out.stdout.index("\n[") :])
+    assert rec["status"] == "passed" and rec["config"] == "CPUx1x1"
+    check_metrics(rec)
+    assert rec["metrics"]["acc"] >= 0.9
+
+
+def test_two_processes_over_gloo(distil: Fleetperf) -> None:
+    out = distil.run(
+        "--batch",
+        "--case",
+        "distilbert-pytorch",
+        "--config",
+        "cpu/CPUx1x2",
+        "--set",
+        "max_samples=1600",
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "localhost    started: world size 2" in out.stdout
+    assert "| CPU单机2卡（1x2） | fp32 |" in out.stdout
+    rec = json.loads(distil.run("results", "--format", "json").stdout)[-1]
+    assert rec["config"] == "CPUx1x2"
+    check_metrics(rec)
+    run_dir = Path(distil.results) / "runs" / rec["run_id"]
+    stderr = (run_dir / "hosts" / "localhost" / "stderr.log").read_text()
+    assert "Traceback" not in stderr
+
+
+def test_missing_data_names_the_path(tmp_path: Path) -> None:
+    fp = Fleetperf(
+        cases_dir=REPO / "cases", data_root=tmp_path / "empty", results=tmp_path / "results"
+    )
+    out = fp.run("--batch", "--case", "distilbert-pytorch", "--config", "cpu/CPUx1x1")
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1
+    assert f"host localhost: missing {tmp_path}/empty/distilbert-pytorch/checkpoint" in out.stderr
