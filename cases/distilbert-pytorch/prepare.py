@@ -21,6 +21,7 @@ import argparse
 import random
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def _words(text: str) -> list[str]:
@@ -119,12 +120,11 @@ def save_tokenizer(vocab: list[str], out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
-def save_model(vocab_size: int, out: Path, seed: int) -> None:
-    import torch
-    from transformers import DistilBertConfig, DistilBertForSequenceClassification
+def tiny_config(vocab_size: int) -> Any:
+    """The synthetic checkpoint's shape: DistilBERT with dim 64, 2 layers, 2 heads."""
+    from transformers import DistilBertConfig
 
-    torch.manual_seed(seed)
-    config = DistilBertConfig(
+    return DistilBertConfig(
         vocab_size=vocab_size,
         max_position_embeddings=512,
         dim=64,
@@ -138,7 +138,17 @@ def save_model(vocab_size: int, out: Path, seed: int) -> None:
         id2label={0: "negative", 1: "positive"},
         label2id={"negative": 0, "positive": 1},
     )
-    DistilBertForSequenceClassification(config).save_pretrained(out, safe_serialization=True)
+
+
+def save_model(vocab_size: int, out: Path, seed: int) -> None:
+    import torch
+    import transformers
+    from transformers import DistilBertForSequenceClassification
+
+    transformers.utils.logging.disable_progress_bar()
+    torch.manual_seed(seed)
+    model = DistilBertForSequenceClassification(tiny_config(vocab_size))
+    model.save_pretrained(out, safe_serialization=True)
 
 
 def synthetic(out: Path, seed: int, n_train: int, n_dev: int) -> None:

@@ -126,6 +126,17 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
     missing = [k for k in HP_KEYS if k not in hp]
     if missing:
         raise harness.InputError(f"{args.config}: hp lacks {', '.join(missing)}")
+    positive = (
+        "train_batch_size",
+        "eval_batch_size",
+        "max_seq_length",
+        "log_every_steps",
+        "eval_every_samples",
+        "max_samples",
+    )
+    bad = [k for k in positive if int(hp[k]) <= 0]
+    if bad:
+        raise harness.InputError(f"{args.config}: hp {', '.join(bad)} must be positive")
     harness.require_paths(args.data_dir, REQUIRED_PATHS)
     precision = str(config.get("precision") or hp.get("precision") or "fp32")
     chip = config.get("chip")
@@ -308,13 +319,13 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
         "excluded from p_core"
     )
     notes.append("p_* count real samples; tokens_per_s_per_device counts real (non-pad) tokens")
+    notes.append(
+        f"mfu: {flops_per_token:.4g} FLOPs/token (PaLM 6N+12LHQT, N={n_params} params without "
+        f"embeddings, classifier head included, T={max_len}) x padded tokens per device / "
+        "training time without evaluation / peak"
+    )
     if metrics["mfu"] is None:
         notes.append(f"mfu null: no peak FLOP/s for chip {chip!r} at {precision} in harness.peak")
-    else:
-        notes.append(
-            f"mfu: {flops_per_token:.4g} FLOPs/token (PaLM 6N+12LHQT, T={max_len}) on padded "
-            "tokens per device over training time without evaluation"
-        )
     if device.type == "cpu":
         notes.append("mem on CPU: peak process RSS / host memory")
     if not converged:

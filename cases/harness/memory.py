@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Any
@@ -17,7 +18,9 @@ from typing import Any
 GIB = float(1 << 30)
 
 
+@functools.cache
 def host_total_gib() -> float | None:
+    """Physical memory of the host (constant for the life of the process: cached)."""
     try:
         import psutil
 
