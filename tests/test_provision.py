@@ -29,15 +29,16 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
-
 import testhosts
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # ansible-playbook of this environment
 SERVICE_USER = "fleetperf"
 
-pytestmark = pytest.mark.skipif(testhosts.available() is not None, reason=str(testhosts.available()))
+pytestmark = pytest.mark.skipif(
+    testhosts.available() is not None, reason=str(testhosts.available())
+)
 
 
 # --- stand-in hardware commands ------------------------------------------------------
@@ -72,7 +73,9 @@ case "$*" in
   *--query-gpu=driver_version*) i=0; while [ $i -lt $n ]; do echo "{version}"; i=$((i+1)); done ;;
   *--query-gpu=index,driver_version,persistence_mode*)
     i=0; while [ $i -lt $n ]; do echo "$i, {version}, {persistence}"; i=$((i+1)); done ;;
-  *-L*) i=0; while [ $i -lt $n ]; do echo "GPU $i: NVIDIA A100-SXM4-80GB (UUID: GPU-$i)"; i=$((i+1)); done ;;
+  *-L*)
+    i=0
+    while [ $i -lt $n ]; do echo "GPU $i: NVIDIA A100-SXM4-80GB (UUID: GPU-$i)"; i=$((i+1)); done ;;
   *) echo "| NVIDIA-SMI {version}    Driver Version: {version}    CUDA Version: 12.4 |" ;;
 esac
 """
@@ -114,6 +117,7 @@ EOF
 
 # --- running provision.yml -------------------------------------------------------------
 
+
 def ansible_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
@@ -132,7 +136,11 @@ def ansible_playbook(inventory: Path, *args: str) -> subprocess.CompletedProcess
     """``ansible-playbook -i INVENTORY provision.yml ARGS`` from the repository root."""
     return subprocess.run(
         [str(BIN / "ansible-playbook"), "-i", str(inventory), "provision.yml", *args],
-        cwd=REPO, env=ansible_env(), capture_output=True, text=True, timeout=900,
+        cwd=REPO,
+        env=ansible_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
 
 
@@ -169,6 +177,7 @@ def net(tmp_path_factory):
 
 # --- the cpu path, for real -------------------------------------------------------------
 
+
 class Dockerd:
     """A real docker engine with its own data root, exec root and socket."""
 
@@ -183,9 +192,18 @@ class Dockerd:
 
     def start(self, config_file: Path | None = None) -> None:
         argv = [
-            "dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
-            "--host", self.host, "--pidfile", str(self.root / "docker.pid"),
-            "--bridge=none", "--iptables=false", "--ip-masq=false",
+            "dockerd",
+            "--data-root",
+            str(self.root / "data"),
+            "--exec-root",
+            str(self.root / "exec"),
+            "--host",
+            self.host,
+            "--pidfile",
+            str(self.root / "docker.pid"),
+            "--bridge=none",
+            "--iptables=false",
+            "--ip-masq=false",
         ]
         if config_file:
             argv += ["--config-file", str(config_file)]
@@ -197,7 +215,9 @@ class Dockerd:
             if self.proc.poll() is not None:
                 break
             time.sleep(0.2)
-        raise RuntimeError(f"dockerd did not start: {(self.root / 'dockerd.log').read_text()[-2000:]}")
+        raise RuntimeError(
+            f"dockerd did not start: {(self.root / 'dockerd.log').read_text()[-2000:]}"
+        )
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -211,8 +231,12 @@ class Dockerd:
 
     def docker(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            ["docker", *args], env={**os.environ, "DOCKER_HOST": self.host},
-            capture_output=True, text=True, check=check, timeout=120,
+            ["docker", *args],
+            env={**os.environ, "DOCKER_HOST": self.host},
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=120,
         )
 
 
@@ -279,7 +303,9 @@ def cpu_run(net, dockerd, tmp_path_factory):
             },
         ],
     }
-    inventory = write_inventory(work / "hosts.yml", net.inventory({"cpu": [host]}, {"cpu1": host_vars}))
+    inventory = write_inventory(
+        work / "hosts.yml", net.inventory({"cpu": [host]}, {"cpu1": host_vars})
+    )
     started = time.monotonic()
     first = ansible_playbook(inventory, "--diff")
     second = None
@@ -289,8 +315,13 @@ def cpu_run(net, dockerd, tmp_path_factory):
         dockerd.start(config_file=host.root / "docker" / "daemon.json")
         second = ansible_playbook(inventory)
     return {
-        "host": host, "first": first, "second": second, "inventory": inventory,
-        "digest": digest, "work": work, "seconds": time.monotonic() - started,
+        "host": host,
+        "first": first,
+        "second": second,
+        "inventory": inventory,
+        "digest": digest,
+        "work": work,
+        "seconds": time.monotonic() - started,
     }
 
 
@@ -334,10 +365,14 @@ def test_cpu_path_leaves_the_host_provisioned(cpu_run, dockerd):
     data = root / "data" / "distilbert-pytorch"
     assert (data / "SST-2" / "train.tsv").read_text().startswith("sentence\tlabel\n")
     assert hashlib.sha256((data / "SST-2.tar.gz").read_bytes()).hexdigest() == cpu_run["digest"]
-    assert json.loads((data / "checkpoint" / "config.json").read_text())["model_type"] == "distilbert"
+    assert (
+        json.loads((data / "checkpoint" / "config.json").read_text())["model_type"] == "distilbert"
+    )
 
     # The image was built on the host by the real engine, which now runs on our daemon.json.
-    label = dockerd.docker("image", "inspect", "--format", "{{json .Config.Labels}}", "fleetperf/cpu:provision-test")
+    label = dockerd.docker(
+        "image", "inspect", "--format", "{{json .Config.Labels}}", "fleetperf/cpu:provision-test"
+    )
     assert json.loads(label.stdout) == {"org.fleetperf.test": "provision"}
     container = dockerd.docker("create", "fleetperf/cpu:provision-test", "/none").stdout.strip()
     try:
@@ -357,7 +392,9 @@ def test_bad_checksum_fails_and_names_the_host(net, cpu_run, tmp_path):
             {"dest": "case/SST-2.tar.gz", "url": f"file://{archive}", "checksum": f"sha256:{wrong}"}
         ],
     }
-    inventory = write_inventory(tmp_path / "hosts.yml", net.inventory({"cpu": [host]}, {"cpu-bad": host_vars}))
+    inventory = write_inventory(
+        tmp_path / "hosts.yml", net.inventory({"cpu": [host]}, {"cpu-bad": host_vars})
+    )
     done = ansible_playbook(inventory, "--tags", "data")
     assert done.returncode != 0
     assert recap(done.stdout)["cpu-bad"]["failed"] == 1
@@ -367,18 +404,38 @@ def test_bad_checksum_fails_and_names_the_host(net, cpu_run, tmp_path):
 
 # --- the accelerator paths, in check mode -------------------------------------------------
 
+
 def accelerator_hosts(net: testhosts.TestNetwork) -> tuple[dict, dict]:
     """Hosts with and without the accelerator their group claims, stand-ins on PATH."""
     spec = {
         # name: (group, PCI devices, {command: script})
-        "nv-gpu": ("nvidia", gpus("10de", "0302", "20b2", 8) + [MELLANOX_HCA],
-                   {"nvidia-smi": nvidia_smi("550.127.05", 8), "ibstat": IBSTAT, "ibv_devinfo": IBV_DEVINFO}),
+        "nv-gpu": (
+            "nvidia",
+            gpus("10de", "0302", "20b2", 8) + [MELLANOX_HCA],
+            {
+                "nvidia-smi": nvidia_smi("550.127.05", 8),
+                "ibstat": IBSTAT,
+                "ibv_devinfo": IBV_DEVINFO,
+            },
+        ),
         "nv-nodriver": ("nvidia", gpus("10de", "0302", "20b2", 8), {}),
-        "nv-olddriver": ("nvidia", gpus("10de", "0302", "20b2", 4), {"nvidia-smi": nvidia_smi("535.183.01", 4)}),
+        "nv-olddriver": (
+            "nvidia",
+            gpus("10de", "0302", "20b2", 4),
+            {"nvidia-smi": nvidia_smi("535.183.01", 4)},
+        ),
         "nv-none": ("nvidia", [], {}),
-        "ilu-card": ("iluvatar", gpus("1e3e", "0302", "0001", 4), {"ixsmi": smi_banner("ixsmi", "4.2.0")}),
+        "ilu-card": (
+            "iluvatar",
+            gpus("1e3e", "0302", "0001", 4),
+            {"ixsmi": smi_banner("ixsmi", "4.2.0")},
+        ),
         "ilu-none": ("iluvatar", [], {}),
-        "klx-card": ("kunlunxin", gpus("1d22", "1200", "3685", 8), {"xpu-smi": smi_banner("xpu-smi", "4.31.0")}),
+        "klx-card": (
+            "kunlunxin",
+            gpus("1d22", "1200", "3685", 8),
+            {"xpu-smi": smi_banner("xpu-smi", "4.31.0")},
+        ),
         "klx-none": ("kunlunxin", [MELLANOX_HCA], {"ibstat": IBSTAT}),
     }
     groups: dict[str, list] = {}
@@ -416,8 +473,10 @@ def check_run(net, tmp_path_factory):
     )
     results: dict[str, dict[str, dict]] = {}
     status_of = {
-        "runner_on_ok": "ok", "runner_on_failed": "failed",
-        "runner_on_skipped": "skipped", "runner_on_unreachable": "unreachable",
+        "runner_on_ok": "ok",
+        "runner_on_failed": "failed",
+        "runner_on_skipped": "skipped",
+        "runner_on_unreachable": "unreachable",
     }
     for event in runner.events:
         status = status_of.get(event.get("event"))
@@ -428,11 +487,17 @@ def check_run(net, tmp_path_factory):
         if status == "ok" and res.get("changed"):
             status = "changed"
         results.setdefault(data["host"], {})[data["task"]] = {
-            "status": status, "msg": str(res.get("msg", "")), "diff": json.dumps(res.get("diff", "")),
+            "status": status,
+            "msg": str(res.get("msg", "")),
+            "diff": json.dumps(res.get("diff", "")),
             "ignored": data.get("ignore_errors"),
         }
-    return {"results": results, "stdout": runner.stdout.read(), "rc": runner.rc,
-            "seconds": time.monotonic() - started}
+    return {
+        "results": results,
+        "stdout": runner.stdout.read(),
+        "rc": runner.rc,
+        "seconds": time.monotonic() - started,
+    }
 
 
 def changed(check_run, host: str) -> set[str]:
@@ -441,17 +506,30 @@ def changed(check_run, host: str) -> set[str]:
 
 def test_check_mode_reached_every_host(check_run):
     results = check_run["results"]
-    assert set(results) >= {"nv-gpu", "nv-nodriver", "nv-olddriver", "nv-none",
-                            "ilu-card", "ilu-none", "klx-card", "klx-none"}, check_run["stdout"][-4000:]
+    assert set(results) >= {
+        "nv-gpu",
+        "nv-nodriver",
+        "nv-olddriver",
+        "nv-none",
+        "ilu-card",
+        "ilu-none",
+        "klx-card",
+        "klx-none",
+    }, check_run["stdout"][-4000:]
     # Hosts with their accelerator: no task failed.
     for host in ("nv-gpu", "nv-nodriver", "nv-olddriver", "ilu-card", "klx-card"):
         failed = {t: r["msg"] for t, r in results[host].items() if r["status"] == "failed"}
         assert not failed, f"{host}: {failed}"
 
 
-@pytest.mark.parametrize("host,vendor,pci_id", [
-    ("nv-none", "nvidia", "10de"), ("ilu-none", "iluvatar", "1e3e"), ("klx-none", "kunlunxin", "1d22"),
-])
+@pytest.mark.parametrize(
+    "host,vendor,pci_id",
+    [
+        ("nv-none", "nvidia", "10de"),
+        ("ilu-none", "iluvatar", "1e3e"),
+        ("klx-none", "kunlunxin", "1d22"),
+    ],
+)
 def test_host_without_its_accelerator_fails_the_facts_check(check_run, host, vendor, pci_id):
     results = check_run["results"][host]
     check = results["Check that the host has the accelerator its group claims"]
@@ -473,14 +551,21 @@ def test_nvidia_host_with_driver(check_run):
     # The toolkit is missing: it would be installed and configured through nvidia-ctk.
     assert "Report the NVIDIA container runtime change" in would
     msg = results["Report the NVIDIA container runtime change"]["msg"]
-    assert "install nvidia-container-toolkit" in msg and "nvidia-ctk runtime configure --runtime=docker --set-as-default" in msg
+    assert (
+        "install nvidia-container-toolkit" in msg
+        and "nvidia-ctk runtime configure --runtime=docker --set-as-default" in msg
+    )
     # daemon.json: log rotation, shm size and memlock.
     assert "Write daemon.json" in would
     diff = results["Write daemon.json"]["diff"]
     assert "memlock" in diff and "default-shm-size" in diff and "max-size" in diff
     # InfiniBand: rdma-core, modules with nvidia_peermem, memlock unlimited, NCCL settings.
-    assert {"Install rdma-core", "Load the RDMA modules at boot", "Set memlock unlimited",
-            "Write the NCCL settings file"} <= would
+    assert {
+        "Install rdma-core",
+        "Load the RDMA modules at boot",
+        "Set memlock unlimited",
+        "Write the NCCL settings file",
+    } <= would
     assert "nvidia_peermem" in results["Load the RDMA modules at boot"]["diff"]
     assert "memlock unlimited" in results["Set memlock unlimited"]["diff"]
     assert "NCCL_IB_HCA=mlx5" in results["Write the NCCL settings file"]["diff"]

@@ -20,6 +20,7 @@ Needs root, ``ip`` (iproute2) and ``sshd`` (openssh-server); ``available()`` say
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import shutil
@@ -91,7 +92,10 @@ class TestHost:
         remote = " ".join(shlex.quote(a) for a in argv)
         return subprocess.run(
             ["ssh", *self.network.ssh_options(), f"root@{self.address}", remote],
-            capture_output=True, text=True, check=check, timeout=60,
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=60,
         )
 
     def inventory_vars(self) -> dict[str, str]:
@@ -147,10 +151,8 @@ class TestNetwork:
 
     def close(self) -> None:
         for pid in self._sshd_pids:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         self._sshd_pids.clear()
         for ns in self._netns:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
@@ -218,11 +220,16 @@ class TestNetwork:
 
     def ssh_options(self, with_key: bool = True) -> list[str]:
         opts = [
-            "-o", f"UserKnownHostsFile={self.known_hosts}",
-            "-o", "StrictHostKeyChecking=yes",
-            "-o", "IdentitiesOnly=yes",
-            "-o", "BatchMode=yes",
-            "-o", "ConnectTimeout=10",
+            "-o",
+            f"UserKnownHostsFile={self.known_hosts}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=10",
         ]
         return (["-i", str(self.client_key)] if with_key else []) + opts
 
