@@ -177,6 +177,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
+    torch.set_flush_denormal(True)  # as run.py does on CPU
 
     with tempfile.TemporaryDirectory() as tmp:
         loop = Loop(args, Path(tmp))

@@ -147,6 +147,8 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
     device = torch.device(f"cuda:{env.local_rank}" if torch.cuda.is_available() else "cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    else:  # denormal floats appear as the model learns and slow CPU math several times over
+        torch.set_flush_denormal(True)
     autocast, scaler = precision_setup(precision, device)
     harness.init_distributed(env, device)
     events.emit("start", world_size=world, case=CASE, precision=precision)
@@ -328,6 +330,7 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
         notes.append(f"mfu null: no peak FLOP/s for chip {chip!r} at {precision} in harness.peak")
     if device.type == "cpu":
         notes.append("mem on CPU: peak process RSS / host memory")
+        notes.append("CPU: denormals flushed to zero (torch.set_flush_denormal)")
     if not converged:
         notes.append(f"target acc {target} not reached within max_samples {max_samples}")
     harness.shutdown_distributed()
