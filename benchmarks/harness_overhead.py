@@ -12,13 +12,18 @@ with the same step as cases/distilbert-pytorch/run.py, in two variants:
   stricter than run.py's at most one per 10 s) appended to a real events.jsonl.
 
 The variants alternate in blocks of ``--steps`` steps (ABBA order, ``--reps`` rounds), after
-a warm-up of both. Each step is timed from outside (batch fetch to loss.item()). Reported:
-the median step time of each variant over all its steps and the overhead between the two
-medians; and, paired within each round, instrumented mean step time / plain mean step time
-(which charges the log steps' extra work to the average, and cancels drift in the host's
-load), as median, min and max over rounds. One intra-op thread by default, so that a busy
-host's scheduling noise does not swamp a figure of a few per cent. Last, the instrumentation
-alone (same calls, no model) is timed over 2000 steps, a load-independent floor of its cost.
+a warm-up of both. Each step is timed from outside (batch fetch to loss.item()), in wall
+time and in process CPU time (which a busy host disturbs less). Reported:
+
+- the median step time of each variant over all its steps, and the overhead between them;
+- paired within each round: instrumented mean step / plain mean step (wall), which charges
+  the log steps' extra work to the average and cancels drift in the host's load; median,
+  min and max over rounds;
+- the instrumentation alone (same calls, no model) over 2000 steps: its cost per step,
+  independent of the host's load.
+
+One intra-op thread by default, so that a busy host's scheduling noise does not swamp a
+figure of a few per cent (``--threads 0`` keeps torch's default).
 """
 
 from __future__ import annotations
@@ -94,11 +99,11 @@ class Loop:
         self.opt.zero_grad(set_to_none=True)
         return loss
 
-    def run(self, n: int, instrumented: bool) -> list[float]:
+    def run(self, n: int, instrumented: bool) -> list[tuple[float, float]]:
         times = []
         win_loss, win_steps, win_t0 = 0.0, 0, time.perf_counter()
         for _ in range(n):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             batch = self.batches[self.step % len(self.batches)]
             if instrumented:
                 self.perf.step_begin()
@@ -129,7 +134,7 @@ class Loop:
                 if self.sysmon.due():
                     self.events.emit("sys", **self.sysmon.sample())
                 win_loss, win_steps, win_t0 = 0.0, 0, time.perf_counter()
-            times.append(time.perf_counter() - t0)
+            times.append((time.perf_counter() - t0, time.process_time() - c0))
         return times
 
 
@@ -183,29 +188,32 @@ def main() -> int:
         loop = Loop(args, Path(tmp))
         loop.run(10, False)  # warm-up: allocator, threads, first optimizer state
         loop.run(10, True)
-        steps: dict[bool, list[float]] = {False: [], True: []}
-        paired = []  # per round: mean instrumented step / mean plain step - 1
+        steps: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+        paired = []  # per round: mean instrumented step / mean plain step - 1 (wall clock)
         for _ in range(args.reps):
             total = {False: 0.0, True: 0.0}
             for instrumented in (False, True, True, False):
                 t = loop.run(args.steps, instrumented)
                 steps[instrumented] += t
-                total[instrumented] += sum(t)
+                total[instrumented] += sum(wall for wall, _ in t)
             paired.append(total[True] / total[False] - 1)
         n_events = len((Path(tmp) / "events.jsonl").read_text().splitlines())
         bare = statistics.median(
             instrumentation_only(Path(tmp), 2000, args.log_every) for _ in range(5)
         )
 
-    med = {k: statistics.median(v) for k, v in steps.items()}
+    med = {k: statistics.median(wall for wall, _ in v) for k, v in steps.items()}
+    cpu = {k: statistics.median(c for _, c in v) for k, v in steps.items()}
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads; batch "
         f"{args.batch_size} x seq {args.seq_len}, log every {args.log_every} steps; "
         f"{args.reps} ABBA rounds of {args.steps} steps per block; {n_events} events written"
     )
-    print(f"median step, plain:        {med[False] * 1e3:8.3f} ms")
-    print(f"median step, instrumented: {med[True] * 1e3:8.3f} ms")
-    print(f"overhead of the medians:   {(med[True] / med[False] - 1) * 100:8.2f} %")
+    print(f"{'median step':26}{'wall ms':>10}{'CPU ms':>10}")
+    print(f"{'plain':26}{med[False] * 1e3:10.3f}{cpu[False] * 1e3:10.3f}")
+    print(f"{'instrumented':26}{med[True] * 1e3:10.3f}{cpu[True] * 1e3:10.3f}")
+    over, over_cpu = (100 * (d[True] / d[False] - 1) for d in (med, cpu))
+    print(f"{'overhead % (medians)':26}{over:10.2f}{over_cpu:10.2f}")
     print(
         f"instrumentation alone: {bare * 1e6:.1f} us per step, "
         f"{bare / med[False] * 100:.3f} % of the plain median step"
