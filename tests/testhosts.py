@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -87,8 +88,6 @@ class TestHost:
 
     def ssh(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """Run a command on the host over SSH (argv, quoted for the remote shell)."""
-        import shlex
-
         remote = " ".join(shlex.quote(a) for a in argv)
         return subprocess.run(
             ["ssh", *self.network.ssh_options(), f"root@{self.address}", remote],
@@ -106,6 +105,7 @@ class TestHost:
             "ansible_ssh_private_key_file": str(self.network.client_key),
             "ansible_ssh_common_args": " ".join(self.network.ssh_options(with_key=False)),
             "ansible_python_interpreter": "/usr/bin/python3",
+            "ansible_control_path_dir": str(self.network.control_path_dir),
         }
 
 
@@ -122,9 +122,13 @@ class TestNetwork:
         self.hosts: dict[str, TestHost] = {}
         self._sshd_pids: list[int] = []
         self._netns: list[str] = []
+        self._veths: list[str] = []
         self._up = False
         self.subnet: ipaddress.IPv4Network | None = None
         self.client_key = self.workdir / "client_key"
+        # Ansible's SSH connection sharing, per network: addresses repeat across runs,
+        # and a master connection left from an earlier run must never be reused.
+        self.control_path_dir = self.workdir / "cp"
         self.known_hosts = self.workdir / "known_hosts"
 
     # -- lifecycle -------------------------------------------------------------
@@ -150,13 +154,22 @@ class TestNetwork:
         Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
 
     def close(self) -> None:
+        """Stop every process in the hosts' namespaces (sshd and the sessions it forked,
+        which outlive it), then remove the namespaces, veths and the bridge."""
         for pid in self._sshd_pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
         self._sshd_pids.clear()
         for ns in self._netns:
+            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+            for pid in pids.stdout.split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         self._netns.clear()
+        for veth in self._veths:  # gone with its namespace, unless something still holds it
+            subprocess.run(["ip", "link", "del", veth], capture_output=True)
+        self._veths.clear()
         if self._up:
             subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
             self._up = False
@@ -176,6 +189,7 @@ class TestNetwork:
         _run("ip", "netns", "add", netns)
         self._netns.append(netns)
         _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", netns)
+        self._veths.append(veth)
         _run("ip", "link", "set", veth, "master", self.bridge, "up")
         _run("ip", "-n", netns, "addr", "add", f"{address}/{self.subnet.prefixlen}", "dev", "eth0")
         _run("ip", "-n", netns, "link", "set", "eth0", "up")
