@@ -172,8 +172,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description="harness instrumentation overhead")
     parser.add_argument("--seq-len", type=int, default=128)
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=40, help="steps per block")
-    parser.add_argument("--reps", type=int, default=8, help="ABBA rounds")
+    parser.add_argument("--steps", type=int, default=10, help="steps per block")
+    parser.add_argument("--reps", type=int, default=32, help="ABBA rounds")
     parser.add_argument("--log-every", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument(

@@ -26,7 +26,6 @@ from typing import Any
 
 import harness
 import torch
-from harness.dist import reduce_totals
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
 
@@ -302,7 +301,7 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
         log_step()
 
     # result: counts summed over ranks, times of the slowest rank
-    tot = reduce_totals(perf.totals())
+    tot = harness.reduce_totals(perf.totals())
     metrics: dict[str, Any] = harness.throughput_metrics(tot, world)
     train_only = tot.train_time - tot.eval_time
     padded_per_s_per_device = tot.padded_tokens / train_only / world if train_only > 0 else None

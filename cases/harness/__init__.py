@@ -3,16 +3,23 @@
 Depends on torch only; psutil and nvidia-ml-py are imported lazily where present.
 
 - ``events``   EventWriter (events.jsonl, the contract's rank rules), read_events
-- ``perf``     PerfTracker (p_whole / p_train / p_core timers), throughput_metrics, ordering_notes
+- ``perf``     PerfTracker (p_whole / p_train / p_core timers), PerfTotals, throughput_metrics,
+               ordering_notes, device_synchronizer, process_age_s
 - ``flops``    PaLM FLOPs-per-token formulas, non_embedding_params
-- ``peak``     peak FLOP/s table per chip and precision, mfu()
+- ``peak``     PEAK_FLOPS table per chip and precision, peak_flops(), mfu()
 - ``memory``   MemoryMonitor: peak device memory (host RSS on CPU)
 - ``sysmon``   SysSampler: cpu %, host memory, device utilisation and power
-- ``dist``     DistEnv from torchrun's environment, process group, all_reduce
+- ``dist``     DistEnv from torchrun's environment, process group, all_reduce, reduce_totals
 - ``workload`` InputError, load_config, guarded(): error events and exit codes
 """
 
-from harness.dist import DistEnv, all_reduce, init_distributed, shutdown_distributed
+from harness.dist import (
+    DistEnv,
+    all_reduce,
+    init_distributed,
+    reduce_totals,
+    shutdown_distributed,
+)
 from harness.events import EventWriter, read_events
 from harness.flops import (
     inference_flops_per_token,
@@ -56,6 +63,7 @@ __all__ = [
     "peak_flops",
     "process_age_s",
     "read_events",
+    "reduce_totals",
     "require_paths",
     "shutdown_distributed",
     "throughput_metrics",
