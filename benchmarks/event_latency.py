@@ -40,8 +40,20 @@ def emitter_run(steps: int, interval: float) -> Path:
         FLEETPERF_RESULTS=str(tmp / "results"),
         PYTHONPATH=str(REPO),
     )
-    argv = [sys.executable, "-m", "tui.cli", "--batch", "--case", "emitter",
-            "--config", "cpu/CPUx1x1", "--set", f"steps={steps}", "--set", f"interval_s={interval}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "tui.cli",
+        "--batch",
+        "--case",
+        "emitter",
+        "--config",
+        "cpu/CPUx1x1",
+        "--set",
+        f"steps={steps}",
+        "--set",
+        f"interval_s={interval}",
+    ]
     subprocess.run(argv, env=env, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
     (run_dir,) = (tmp / "results" / "runs").iterdir()
     return run_dir
@@ -60,8 +72,10 @@ def main() -> None:
             print(f"{run_dir}: no step records")
             continue
         p95 = lat[min(len(lat) - 1, int(0.95 * len(lat)))]
-        print(f"{run_dir.name}: n={len(lat)} median={statistics.median(lat):.3f}s "
-              f"p95={p95:.3f}s max={lat[-1]:.3f}s")
+        print(
+            f"{run_dir.name}: n={len(lat)} median={statistics.median(lat):.3f}s "
+            f"p95={p95:.3f}s max={lat[-1]:.3f}s"
+        )
 
 
 if __name__ == "__main__":
