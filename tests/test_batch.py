@@ -77,6 +77,7 @@ def test_passing_run_streams_steps_and_stores_the_record(emitter: Fleetperf) -> 
     run_dir = emitter.results / "runs" / rec["run_id"]
     for name in ("events.jsonl", "stdout.log", "stderr.log", "exit_code", "config.json"):
         assert (run_dir / "hosts" / "localhost" / name).is_file(), name
+    assert json.loads((run_dir / "result.json").read_text()) == rec
     assert json.loads((run_dir / "config.json").read_text())["hp"]["steps"] == 12
     # Workload -> controller latency, measured on the received step records.
     log = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import statistics
 import sys
@@ -202,6 +203,8 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
                 break
             record = _record(launch, outcome, batch_id)
             store.add(record)
+            result_json = json.dumps(record.to_json_dict(), indent=2, ensure_ascii=False)
+            (launch.run_dir / "result.json").write_text(result_json + "\n", encoding="utf-8")
             records.append(record)
             verdict = outcome.status + (f": {outcome.error}" if outcome.error else "")
             print(f"== {verdict}", file=out, flush=True)
