@@ -99,6 +99,16 @@ def test_workload_failure_exits_1_with_its_message(emitter: Fleetperf) -> None:
     assert "failed: host localhost rank 0: planned failure" in out.stdout
 
 
+def test_missed_target_is_a_failure_with_the_reason(emitter: Fleetperf) -> None:
+    out = emitter.run(
+        "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "--set", "converge=false"
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    (rec,) = records(emitter)
+    assert rec["status"] == "failed" and rec["error"] == "target acc 1.0 not reached"
+    assert rec["metrics"]["p_core"] is not None  # the numbers are kept, marked failed
+
+
 def test_stalled_workload_is_stopped_and_reported(emitter: Fleetperf) -> None:
     case_yaml = emitter.cases_dir / "emitter" / "case.yaml"
     case_yaml.write_text(case_yaml.read_text().replace("stall_s: 30", "stall_s: 3"))

@@ -81,16 +81,19 @@ def _run_dir(tmp_path: Path, nproc: int, chip: str = "CPU", **hp) -> Path:
     return run_dir
 
 
-def _workload_args(run_dir: Path, data_dir: Path) -> list[str]:
-    return [
-        str(CASE_DIR / "run.py"),
-        "--config",
-        str(run_dir / "config.json"),
-        "--data-dir",
-        str(data_dir),
-        "--run-dir",
-        str(run_dir),
-    ]
+def _run_workload(
+    run_dir: Path, data_dir: Path, launcher: tuple[str, ...] = (), timeout: float = 240
+) -> subprocess.CompletedProcess[str]:
+    """run.py as the controller starts it: directly, or under a launcher such as torchrun."""
+    args = ["--config", str(run_dir / "config.json"), "--data-dir", str(data_dir)]
+    return subprocess.run(
+        [sys.executable, *launcher, str(CASE_DIR / "run.py"), *args, "--run-dir", str(run_dir)],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _events(run_dir: Path) -> list[dict]:
@@ -127,14 +130,7 @@ def test_prepare_without_synthetic_says_where_the_data_goes(tmp_path):
 
 def test_single_process_run_converges_and_reports(tmp_path, data_dir):
     run_dir = _run_dir(tmp_path, 1)
-    proc = subprocess.run(
-        [sys.executable, *_workload_args(run_dir, data_dir)],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
+    proc = _run_workload(run_dir, data_dir, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     events = _events(run_dir)
     kinds = [e["kind"] for e in events]
@@ -171,15 +167,8 @@ def test_single_process_run_converges_and_reports(tmp_path, data_dir):
 def test_two_processes_under_torchrun(tmp_path, data_dir):
     # The chip only picks the peak figure: a CPU run labelled A100 exercises the MFU path.
     run_dir = _run_dir(tmp_path, 2, chip="A100", max_samples=1600)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
-    proc = subprocess.run(
-        [*cmd, *_workload_args(run_dir, data_dir)],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    torchrun = ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2")
+    proc = _run_workload(run_dir, data_dir, launcher=torchrun, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     events = _events(run_dir)
     assert {e["rank"] for e in events} == {0}  # LOCAL_RANK 1 writes nothing unless it fails
@@ -209,14 +198,7 @@ def test_two_processes_under_torchrun(tmp_path, data_dir):
 def test_missing_data_dir_exits_2_naming_the_path(tmp_path):
     run_dir = _run_dir(tmp_path, 1)
     missing = tmp_path / "no-such-data"
-    proc = subprocess.run(
-        [sys.executable, *_workload_args(run_dir, missing)],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = _run_workload(run_dir, missing, timeout=120)
     assert proc.returncode == 2
     assert str(missing) in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
@@ -230,13 +212,6 @@ def test_missing_data_file_is_named(tmp_path, data_dir):
     (partial / "checkpoint").symlink_to(data_dir / "checkpoint")
     (partial / "SST-2" / "train.tsv").symlink_to(data_dir / "SST-2" / "train.tsv")
     run_dir = _run_dir(tmp_path, 1)
-    proc = subprocess.run(
-        [sys.executable, *_workload_args(run_dir, partial)],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    proc = _run_workload(run_dir, partial, timeout=120)
     assert proc.returncode == 2
     assert str(partial / "SST-2" / "dev.tsv") in proc.stderr

@@ -83,6 +83,7 @@ class CaseResult:
     converged: bool
     metrics: dict[str, float | None]
     notes: list[str] = field(default_factory=list)
+    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +151,7 @@ def parse_line(host: str, line: str, received: float | None = None) -> Event | N
             bool(rec.get("converged", False)),
             metrics,
             [str(n) for n in rec.get("notes") or []],
+            " ".join(str(rec.get("message") or "").split()),
         )
     if kind == "error":
         return WorkloadError(

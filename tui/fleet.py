@@ -199,22 +199,13 @@ def run_case(
     """Run one case through playbooks/run.yml; blocks until it ends, is cancelled, or fails."""
     cancel = cancel or threading.Event()
     run_dir = launch.run_dir
-    (run_dir / "ansible").mkdir(parents=True)
+    run_dir.mkdir(parents=True)
     (run_dir / "config.json").write_text(json.dumps(launch.config_json(), indent=2) + "\n")
     tracker = _Tracker(run_dir / "events.jsonl", on_event)
     started = _now()
     try:
-        runner = ansible_runner.run(
-            private_data_dir=str(run_dir / "ansible"),
-            project_dir=str(REPO_ROOT),
-            playbook=str(PLAYBOOKS / "run.yml"),
-            inventory=str(launch.inventory),
-            extravars=launch.extravars(),
-            envvars=_ansible_on_path(),
-            forks=max(len(launch.hosts), 5),
-            event_handler=tracker,
-            cancel_callback=cancel.is_set,
-            quiet=True,
+        runner = _run_playbook(
+            launch, "run.yml", event_handler=tracker, cancel_callback=cancel.is_set
         )
         if cancel.is_set():  # Ctrl-C may also have stopped ansible-playbook before its cleanup
             stop(launch)
@@ -234,6 +225,8 @@ def run_case(
         outcome.status, outcome.error = "bad_input", tracker.bad_input
     elif runner.rc == 0 and tracker.result and tracker.result.status == "passed":
         outcome.status = "passed"
+    elif tracker.result and tracker.result.status != "passed":
+        outcome.error = tracker.result.message or f"the workload reported {tracker.result.status}"
     else:
         outcome.error = (tracker.errors or [f"ansible-runner ended {runner.status}"])[0]
     return outcome
@@ -241,14 +234,21 @@ def run_case(
 
 def stop(launch: Launch) -> None:
     """Stop the workload everywhere (playbooks/stop.yml); used after a cancel."""
-    (launch.run_dir / "ansible-stop").mkdir(parents=True, exist_ok=True)
-    ansible_runner.run(
-        private_data_dir=str(launch.run_dir / "ansible-stop"),
+    _run_playbook(launch, "stop.yml")
+
+
+def _run_playbook(launch: Launch, playbook: str, **kwargs: Any) -> ansible_runner.Runner:
+    """ansible-runner on one of our playbooks; its artifacts go under the run directory."""
+    private = launch.run_dir / f"ansible-{Path(playbook).stem}"
+    private.mkdir(parents=True, exist_ok=True)
+    return ansible_runner.run(
+        private_data_dir=str(private),
         project_dir=str(REPO_ROOT),
-        playbook=str(PLAYBOOKS / "stop.yml"),
+        playbook=str(PLAYBOOKS / playbook),
         inventory=str(launch.inventory),
         extravars=launch.extravars(),
         envvars=_ansible_on_path(),
         forks=max(len(launch.hosts), 5),
         quiet=True,
+        **kwargs,
     )

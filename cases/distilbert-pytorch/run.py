@@ -330,8 +330,7 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
     if device.type == "cpu":
         notes.append("mem on CPU: peak process RSS / host memory")
         notes.append("CPU: denormals flushed to zero (torch.set_flush_denormal)")
-    if not converged:
-        notes.append(f"target acc {target} not reached within max_samples {max_samples}")
+    message = None if converged else f"target acc {target} not reached in {max_samples} samples"
     harness.shutdown_distributed()
     metrics["e2e_time"] = perf.e2e_time()
     status = "passed" if converged else "failed"
@@ -339,6 +338,7 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
         "result",
         status=status,
         converged=converged,
+        message=message,
         metrics=metrics,
         notes=notes,
         world_size=world,  # beyond the contract's fields: which layout produced the metrics
