@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -46,6 +47,21 @@ class Fleetperf:
             timeout=timeout,
             check=False,
         )
+
+    def batch(
+        self, case: str, config: str, *sets: str, args: tuple[str, ...] = (), timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        """``fleetperf --batch --case CASE --config CONFIG [--set KEY=VALUE ...] ARGS``."""
+        set_args = [a for kv in sets for a in ("--set", kv)]
+        return self.run(
+            "--batch", "--case", case, "--config", config, *set_args, *args, timeout=timeout
+        )
+
+    def records(self) -> list[dict[str, object]]:
+        """The store's records, through ``fleetperf results --format json``."""
+        out = self.run("results", "--format", "json")
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(

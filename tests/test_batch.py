@@ -36,12 +36,6 @@ def local_host(fp: Fleetperf, name: str) -> dict[str, object]:
     }
 
 
-def records(fp: Fleetperf) -> list[dict[str, object]]:
-    out = fp.run("results", "--format", "json")
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
-
-
 def pid_gone(pid_file: Path) -> bool:
     pid = int(pid_file.read_text())
     try:
@@ -52,23 +46,13 @@ def pid_gone(pid_file: Path) -> bool:
 
 
 def test_passing_run_streams_steps_and_stores_the_record(emitter: Fleetperf) -> None:
-    out = emitter.run(
-        "--batch",
-        "--case",
-        "emitter",
-        "--config",
-        "cpu/CPUx1x1",
-        "--set",
-        "steps=12",
-        "--set",
-        "interval_s=0.3",
-    )
+    out = emitter.batch("emitter", "cpu/CPUx1x1", "steps=12", "interval_s=0.3")
     assert out.returncode == 0, out.stdout + out.stderr
     steps = [ln for ln in out.stdout.splitlines() if ln.startswith("localhost") and " step " in ln]
     assert len(steps) == 12
     assert "loss 0.0833" in steps[-1] and "mem 0.10/1.0 GiB" in steps[-1]
     assert "| CPU单机单卡（1x1） | fp32 | steps=12,interval_s=0.3 |" in out.stdout
-    (rec,) = records(emitter)
+    (rec,) = emitter.records()
     assert rec["status"] == "passed" and rec["error"] is None
     assert rec["case"] == "emitter" and rec["config"] == "CPUx1x1" and rec["hosts"] == ["localhost"]
     assert rec["fix_hp"] == {"steps": 12, "interval_s": 0.3}
@@ -89,22 +73,18 @@ def test_passing_run_streams_steps_and_stores_the_record(emitter: Fleetperf) -> 
 
 
 def test_workload_failure_exits_1_with_its_message(emitter: Fleetperf) -> None:
-    out = emitter.run(
-        "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "--set", "fail_at_step=3"
-    )
+    out = emitter.batch("emitter", "cpu/CPUx1x1", "fail_at_step=3")
     assert out.returncode == 1, out.stdout + out.stderr
-    (rec,) = records(emitter)
+    (rec,) = emitter.records()
     assert rec["status"] == "failed"
     assert rec["error"] == "host localhost rank 0: planned failure at step 3"
     assert "failed: host localhost rank 0: planned failure" in out.stdout
 
 
 def test_missed_target_is_a_failure_with_the_reason(emitter: Fleetperf) -> None:
-    out = emitter.run(
-        "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "--set", "converge=false"
-    )
+    out = emitter.batch("emitter", "cpu/CPUx1x1", "converge=false")
     assert out.returncode == 1, out.stdout + out.stderr
-    (rec,) = records(emitter)
+    (rec,) = emitter.records()
     assert rec["status"] == "failed" and rec["error"] == "target acc 1.0 not reached"
     assert rec["metrics"]["p_core"] is not None  # the numbers are kept, marked failed
 
@@ -113,19 +93,10 @@ def test_stalled_workload_is_stopped_and_reported(emitter: Fleetperf) -> None:
     case_yaml = emitter.cases_dir / "emitter" / "case.yaml"
     case_yaml.write_text(case_yaml.read_text().replace("stall_s: 30", "stall_s: 3"))
     t0 = time.monotonic()
-    out = emitter.run(
-        "--batch",
-        "--case",
-        "emitter",
-        "--config",
-        "cpu/CPUx1x1",
-        "--set",
-        "hang_at_step=2",
-        timeout=120,
-    )
+    out = emitter.batch("emitter", "cpu/CPUx1x1", "hang_at_step=2", timeout=120)
     assert out.returncode == 1
     assert time.monotonic() - t0 < 60
-    (rec,) = records(emitter)
+    (rec,) = emitter.records()
     assert rec["status"] == "failed" and "no event for 3 s (stalled)" in rec["error"]
     (host_dir,) = emitter.host_dirs()
     assert pid_gone(host_dir / "workload.pid")
@@ -133,14 +104,14 @@ def test_stalled_workload_is_stopped_and_reported(emitter: Fleetperf) -> None:
 
 def test_missing_data_exits_2_and_launches_nothing(emitter: Fleetperf) -> None:
     (emitter.data_root / "emitter" / "marker").unlink()
-    out = emitter.run("--batch", "--case", "emitter", "--config", "cpu/CPUx1x1")
+    out = emitter.batch("emitter", "cpu/CPUx1x1")
     assert out.returncode == 2
     err = out.stderr.strip().splitlines()
     assert len(err) == 1
     assert f"host localhost: missing {emitter.data_root}/emitter/marker" in err[0]
     assert "fleetperf prepare emitter" in err[0] and "nothing launched" in err[0]
     assert not any((d / "workload.pid").exists() for d in emitter.host_dirs())
-    assert not (emitter.results / "fleetperf.sqlite").exists() or records(emitter) == []
+    assert not (emitter.results / "fleetperf.sqlite").exists() or emitter.records() == []
 
 
 def test_bad_input_exits_2_before_any_launch(emitter: Fleetperf) -> None:
@@ -176,7 +147,7 @@ def test_bad_input_exits_2_before_any_launch(emitter: Fleetperf) -> None:
 def test_bad_config_file_exits_2_naming_file_and_field(emitter: Fleetperf) -> None:
     bad = emitter.cases_dir / "emitter" / "configs" / "cpu" / "CPUx1x4.yaml"
     bad.write_text("overrides:\n  steps: -1\n")
-    out = emitter.run("--batch", "--case", "emitter", "--config", "cpu/CPUx1x4")
+    out = emitter.batch("emitter", "cpu/CPUx1x4")
     assert out.returncode == 2
     assert out.stderr.strip() == (
         f"fleetperf: error: {bad}: overrides.steps: must be at least 1 (got -1)"
@@ -197,7 +168,7 @@ def test_unreachable_host_exits_2_naming_it(emitter: Fleetperf, tmp_path: Path) 
             },
         },
     )
-    out = emitter.run("--batch", "--case", "emitter", "--config", "cpu/CPUx2x1", "-i", str(inv))
+    out = emitter.batch("emitter", "cpu/CPUx2x1", args=("-i", str(inv)))
     assert out.returncode == 2, out.stdout + out.stderr
     assert "ghost" in out.stderr and "nothing launched" in out.stderr
     assert not any((d / "workload.pid").exists() for d in emitter.host_dirs())
@@ -211,9 +182,9 @@ def test_two_nodes_start_together_with_node_ranks(emitter: Fleetperf, tmp_path: 
             "node2": local_host(emitter, "node2"),
         },
     )
-    out = emitter.run("--batch", "--case", "emitter", "--config", "cpu/CPUx2x1", "-i", str(inv))
+    out = emitter.batch("emitter", "cpu/CPUx2x1", args=("-i", str(inv)))
     assert out.returncode == 0, out.stdout + out.stderr
-    (rec,) = records(emitter)
+    (rec,) = emitter.records()
     assert rec["hosts"] == ["node1", "node2"] and rec["config"] == "CPUx2x1"
     log = [
         json.loads(x)
@@ -238,7 +209,7 @@ def test_ctrl_c_aborts_stops_the_workload_and_records_it(emitter: Fleetperf) -> 
     rest, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1
     assert "== aborted: aborted by the operator" in rest
-    (rec,) = records(emitter)
+    (rec,) = emitter.records()
     assert rec["status"] == "aborted"
     (host_dir,) = emitter.host_dirs()
     assert pid_gone(host_dir / "workload.pid")

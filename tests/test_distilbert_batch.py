@@ -41,9 +41,7 @@ def check_metrics(rec: dict) -> None:
 
 
 def test_one_process_reaches_high_accuracy(distil: Fleetperf) -> None:
-    out = distil.run(
-        "--batch", "--case", "distilbert-pytorch", "--config", "cpu/CPUx1x1", "--format", "json"
-    )
+    out = distil.batch("distilbert-pytorch", "cpu/CPUx1x1", args=("--format", "json"))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "localhost    started: world size 1" in out.stdout
     (rec,) = json.loads(out.stdout[out.stdout.index("\n[") :])
@@ -53,19 +51,11 @@ def test_one_process_reaches_high_accuracy(distil: Fleetperf) -> None:
 
 
 def test_two_processes_over_gloo(distil: Fleetperf) -> None:
-    out = distil.run(
-        "--batch",
-        "--case",
-        "distilbert-pytorch",
-        "--config",
-        "cpu/CPUx1x2",
-        "--set",
-        "max_samples=1600",
-    )
+    out = distil.batch("distilbert-pytorch", "cpu/CPUx1x2", "max_samples=1600")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "localhost    started: world size 2" in out.stdout
     assert "| CPU单机2卡（1x2） | fp32 |" in out.stdout
-    rec = json.loads(distil.run("results", "--format", "json").stdout)[-1]
+    rec = distil.records()[-1]
     assert rec["config"] == "CPUx1x2"
     check_metrics(rec)
     run_dir = Path(distil.results) / "runs" / rec["run_id"]
@@ -77,7 +67,7 @@ def test_missing_data_names_the_path(tmp_path: Path) -> None:
     fp = Fleetperf(
         cases_dir=REPO / "cases", data_root=tmp_path / "empty", results=tmp_path / "results"
     )
-    out = fp.run("--batch", "--case", "distilbert-pytorch", "--config", "cpu/CPUx1x1")
+    out = fp.batch("distilbert-pytorch", "cpu/CPUx1x1")
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1
     assert f"host localhost: missing {tmp_path}/empty/distilbert-pytorch/checkpoint" in out.stderr

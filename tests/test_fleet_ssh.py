@@ -36,11 +36,9 @@ def test_two_ssh_nodes_run_one_case(emitter: Fleetperf, tmp_path: Path) -> None:
         }
         inventory = tmp_path / "fleet.yml"
         inventory.write_text(yaml.safe_dump(net.inventory({"cpu": nodes}, host_vars)))
-        out = emitter.run(
-            "--batch", "--case", "emitter", "--config", "cpu/CPUx2x1", "-i", str(inventory)
-        )
+        out = emitter.batch("emitter", "cpu/CPUx2x1", args=("-i", str(inventory)))
     assert out.returncode == 0, out.stdout + out.stderr
-    (rec,) = json.loads(emitter.run("results", "--format", "json").stdout)
+    (rec,) = emitter.records()
     assert rec["status"] == "passed" and rec["hosts"] == ["node1", "node2"]
     run_dir = emitter.results / "runs" / rec["run_id"]
     log = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
