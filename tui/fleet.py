@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -137,10 +137,8 @@ class Outcome:
     status: Status
     error: str | None = None
     result: CaseResult | None = None
-    launched: bool = False
     started: str = ""
     finished: str = ""
-    hosts: dict[str, HostState] = field(default_factory=dict)
 
 
 def _now() -> str:
@@ -157,7 +155,6 @@ class _Tracker:
         self.errors: list[str] = []
         self.bad_input: str | None = None
         self.launched = False
-        self.hosts: dict[str, HostState] = {}
 
     def __call__(self, raw: dict[str, Any]) -> bool:
         received = time.time()
@@ -170,7 +167,6 @@ class _Tracker:
         if isinstance(ev, HostState):
             if ev.message and not ev.message.startswith(f"host {ev.host}"):
                 ev = replace(ev, message=f"host {ev.host}: {ev.phase}: {ev.message}")
-            self.hosts[ev.host] = ev
             if ev.phase == "running":
                 self.launched = True
             elif ev.play == "Preflight" and self.bad_input is None:
@@ -214,10 +210,8 @@ def run_case(
     outcome = Outcome(
         status="failed",
         result=tracker.result,
-        launched=tracker.launched,
         started=started,
         finished=_now(),
-        hosts=tracker.hosts,
     )
     if cancel.is_set():
         outcome.status, outcome.error = "aborted", "aborted by the operator"
