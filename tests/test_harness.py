@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import multiprocessing
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,8 +16,37 @@ sys.path.insert(0, str(REPO / "cases"))
 
 import harness  # noqa: E402
 from harness.dist import reduce_totals  # noqa: E402
-from harness.events import EventWriter, read_events  # noqa: E402
+from harness.events import EventWriter  # noqa: E402
 from harness.perf import PerfTotals, PerfTracker  # noqa: E402
+
+TAIL = REPO / "playbooks" / "library" / "fleetperf_tail.py"
+
+
+def read_events(path: Path, offset: int = 0) -> tuple[list[dict], int]:
+    """The records after ``offset`` as the controller gets them: the real poll module, run
+    as Ansible runs it (its own process, arguments in a JSON file), then parsed; a complete
+    line that is not a JSON object (a torn line ended by a later writer) is skipped, as the
+    controller's parser does."""
+    run_dir = path.parent
+    (run_dir / "workload.pid").touch()
+    (run_dir / "events.offset").write_text(str(offset))
+    module_args = {"run_dir": str(run_dir), "wait": 0, "timeout_s": 60, "stall_s": 60}
+    args = run_dir / "tail-args.json"
+    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": module_args}))
+    done = subprocess.run(
+        [sys.executable, str(TAIL), str(args)], capture_output=True, text=True, check=True
+    )
+    result = json.loads(done.stdout)
+    records = []
+    for line in result["lines"]:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records, result["offset"]
+
 
 # ------------------------------------------------------------------------------ FLOPs
 # Llama-2-7B: vocab 32000, hidden 4096, 32 layers, 32 heads, SwiGLU MLP 11008, untied lm_head.

@@ -2,7 +2,7 @@
 
 Depends on torch only; psutil and nvidia-ml-py are imported lazily where present.
 
-- ``events``   EventWriter (events.jsonl, the contract's rank rules), read_events
+- ``events``   EventWriter (events.jsonl, the contract's rank rules)
 - ``perf``     PerfTracker (p_whole / p_train / p_core timers), PerfTotals, throughput_metrics,
                ordering_notes, device_synchronizer, process_age_s
 - ``flops``    PaLM FLOPs-per-token formulas, non_embedding_params
@@ -20,7 +20,7 @@ from harness.dist import (
     reduce_totals,
     shutdown_distributed,
 )
-from harness.events import EventWriter, read_events
+from harness.events import EventWriter
 from harness.flops import (
     inference_flops_per_token,
     lora_training_flops_per_token,
@@ -62,7 +62,6 @@ __all__ = [
     "ordering_notes",
     "peak_flops",
     "process_age_s",
-    "read_events",
     "reduce_totals",
     "require_paths",
     "shutdown_distributed",

@@ -4,9 +4,10 @@ Each record is encoded to one complete line (ending in ``\\n``) and handed to th
 single ``write`` on a file opened with ``O_APPEND``: nothing is buffered in the process, so a
 record is visible to a reader as soon as ``emit`` returns, and records of several processes
 on one host never interleave inside a line. A reader that sees a last line without its ``\\n``
-is looking at a write in progress (or a writer that died mid-line) and must not parse it;
-``read_events`` implements that rule. A writer that finds such a torn line when it opens the
-file first terminates it, so its own records start on a line of their own.
+is looking at a write in progress (or a writer that died mid-line) and must not parse it
+(the controller's reader, ``playbooks/library/fleetperf_tail.py``, keeps that rule). A
+writer that finds such a torn line when it opens the file first terminates it, so its own
+records start on a line of their own.
 
 Rank rules (the contract): rank 0 of each node (LOCAL_RANK 0) writes ``start``, ``step``,
 ``eval`` and ``sys``; global rank 0 alone writes ``result``; any rank writes ``error``.
@@ -110,24 +111,3 @@ class EventWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def read_events(path: str | os.PathLike[str], offset: int = 0) -> tuple[list[dict[str, Any]], int]:
-    """The complete records after byte ``offset``, and the offset to read from next time.
-
-    A trailing line without its ``\\n`` is left for the next call; a complete line that is not
-    a JSON object (a torn line ended by a later writer) is skipped.
-    """
-    with open(path, "rb") as f:
-        f.seek(offset)
-        data = f.read()
-    end = data.rfind(b"\n") + 1
-    records = []
-    for raw in data[:end].splitlines():
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records, offset + end
