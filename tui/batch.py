@@ -22,10 +22,9 @@ from tui.events import (
     WorkloadError,
     WorkloadStarted,
 )
-from tui.results import METRIC_KEYS, ResultStore, RunRecord, to_csv, to_json, to_markdown
+from tui.results import METRIC_KEYS, ResultStore, RunRecord, render
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
-RENDERERS = {"md": to_markdown, "csv": to_csv, "json": to_json}
 
 
 @dataclass
@@ -216,5 +215,5 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
         store.close()
     if records:
         print(file=out)
-        print(RENDERERS[args.fmt](records), file=out)
+        print(render(records, args.fmt), file=out)
     return code

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from tui import catalog
+from tui.results import FORMATS, ResultStore, render
 
 SUBCOMMANDS = ("cases", "prepare", "results")
-FORMATS = ("md", "csv", "json")
 DEFAULT_INVENTORY = catalog.REPO_ROOT / "inventory" / "local.yml"
 
 
@@ -82,9 +82,6 @@ def cmd_prepare(case_name: str, synthetic: bool, data_root: Path) -> int:
 
 
 def cmd_results(run_id: str | None, case: str | None, fmt: str, results_dir: Path) -> int:
-    from tui.batch import RENDERERS
-    from tui.results import ResultStore
-
     path = results_dir / "fleetperf.sqlite"
     if not path.is_file():
         raise catalog.CatalogError(f"no results store at {path} (run a case first)")
@@ -96,7 +93,7 @@ def cmd_results(run_id: str | None, case: str | None, fmt: str, results_dir: Pat
             records = [record]
         else:
             records = store.list(case=case)
-    print(RENDERERS[fmt](records))
+    print(render(records, fmt))
     return 0
 
 

@@ -23,6 +23,7 @@ from typing import Any, Literal, NamedTuple, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
+    "FORMATS",
     "INFER_COLUMNS",
     "METRIC_KEYS",
     "RECORD_KEYS",
@@ -36,6 +37,7 @@ __all__ = [
     "config_label",
     "format_fix_hp",
     "now_utc_iso",
+    "render",
     "to_csv",
     "to_json",
     "to_markdown",
@@ -636,3 +638,11 @@ def _status_cell(run: RunRecord) -> str:
         return run.status
     error = run.error if len(run.error) <= 80 else run.error[:79] + "…"
     return f"{run.status}: {error}"
+
+
+def render(records: Iterable[RunRecord], fmt: str) -> str:
+    """The records in one of FORMATS: md (the seeds' tables), csv or json."""
+    return {"md": to_markdown, "csv": to_csv, "json": to_json}[fmt](records)
+
+
+FORMATS = ("md", "csv", "json")
