@@ -91,13 +91,11 @@ class Hyperparameters(BaseModel):
     weight_decay: float | None = Field(default=None, ge=0)
     max_seq_length: PositiveInt | None = None
     max_samples: PositiveInt | None = None
-    max_steps: PositiveInt | None = None
     eval_every_samples: PositiveInt | None = None
     target_acc: float | None = Field(default=None, gt=0, le=1)
     log_every_steps: PositiveInt | None = None
     warmup_steps: int | None = Field(default=None, ge=0)
     num_workers: int | None = Field(default=None, ge=0)
-    gradient_accumulation_steps: PositiveInt | None = None
 
 
 class VendorConfig(_Strict):
