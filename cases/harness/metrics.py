@@ -1,0 +1,125 @@
+"""The metric registry: every metric fleetperf reports, defined once.
+
+Name, unit, direction, how it is shown, and what it means in one line. The harness writes
+results under these names; the controller's record, tables and terminal app read them from
+here (``harness.metrics``), and ``docs/metrics.md`` shows this table. A case may add metrics
+of its own in ``case.yaml`` (``metrics:``), with the same fields.
+
+Standard library only: the controller imports this module and never imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["training", "inference", "both"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str  # "s", "samples/s", "tokens/s", "GiB", "fraction", "" (a plain number)
+    higher_is_better: bool | None  # None: neither (a count, a total)
+    fmt: str  # a format spec for tables and the app: ".1f", ".3f", "pct" (fraction as %)
+    meaning: str
+
+    def show(self, value: float | None) -> str:
+        """The value as tables show it; "/" where it is unknown (as in the seeds)."""
+        if value is None:
+            return "/"
+        if self.fmt == "pct":
+            return f"{value * 100:.1f}%"
+        return format(value, self.fmt)
+
+
+def _m(name: str, unit: str, higher: bool | None, fmt: str, meaning: str) -> Metric:
+    return Metric(name, unit, higher, fmt, meaning)
+
+
+STANDARD: tuple[Metric, ...] = (
+    _m(
+        "e2e_time",
+        "s",
+        False,
+        ".1f",
+        "seconds from workload process start to exit on global rank 0, init included",
+    ),
+    _m(
+        "e2e_time_main",
+        "s",
+        False,
+        ".1f",
+        "seconds from the workload's main() to its result (FlagPerf's clock)",
+    ),
+    _m(
+        "p_whole",
+        "samples/s",
+        True,
+        ".1f",
+        "training samples / training wall time, evaluation included",
+    ),
+    _m(
+        "p_train",
+        "samples/s",
+        True,
+        ".1f",
+        "training samples / training wall time without evaluation",
+    ),
+    _m(
+        "p_core",
+        "samples/s",
+        True,
+        ".1f",
+        "training samples / compute time (forward, backward, optimizer; device synchronised)",
+    ),
+    _m(
+        "tokens_per_s_per_device",
+        "tokens/s",
+        True,
+        ".1f",
+        "real (non-pad) training tokens / training time without evaluation / devices",
+    ),
+    _m(
+        "mfu",
+        "fraction",
+        True,
+        "pct",
+        "model FLOP/s per device / the chip's datasheet dense peak at the math mode that ran",
+    ),
+    _m(
+        "mfu_measured",
+        "fraction",
+        True,
+        "pct",
+        "model FLOP/s per device / the dense matmul rate measured on this host and device",
+    ),
+    _m("acc", "fraction", True, ".3f", "the case's evaluation accuracy"),
+    _m("loss", "", False, ".4f", "mean training loss of the last logging window"),
+    _m("mem_used_gib", "GiB", False, ".1f", "peak device memory used (host RSS on CPU)"),
+    _m("mem_total_gib", "GiB", None, ".1f", "device memory total (host memory on CPU)"),
+    _m(
+        "warmup_samples",
+        "samples",
+        None,
+        ".0f",
+        "training samples of the warm-up steps, left out of every rate",
+    ),
+    _m("p_val_whole", "tokens/s", True, ".1f", "evaluation tokens / evaluation wall time"),
+    _m("p_val_core", "tokens/s", True, ".1f", "evaluation tokens / forward compute time"),
+    _m("p_infer_whole", "tokens/s", True, ".1f", "inference tokens / inference wall time"),
+    _m("p_infer_core", "tokens/s", True, ".1f", "inference tokens / forward compute time"),
+)
+
+METRICS: dict[str, Metric] = {m.name: m for m in STANDARD}
+
+
+def registry(extra: Iterable[Metric] = ()) -> dict[str, Metric]:
+    """The standard metrics plus a case's own; a case may not redefine a standard one."""
+    out = dict(METRICS)
+    for metric in extra:
+        if metric.name in METRICS:
+            raise ValueError(f"metric {metric.name!r} is standard: a case may not redefine it")
+        out[metric.name] = metric
+    return out
