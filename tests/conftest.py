@@ -14,6 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_CASES = REPO / "tests" / "fixtures" / "cases"
+pytest_plugins = ["machine_guard"]  # users, groups and /etc unchanged by the suite
 
 
 @dataclass
