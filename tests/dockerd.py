@@ -1,0 +1,97 @@
+"""A real docker engine for tests: its own data root, exec root and socket under a temp dir.
+
+No registry is reachable, so base images come from `docker import` of a local root
+filesystem (see scripts/make-base-image). The engine runs with --bridge=none and
+--iptables=false: it touches neither this machine's network nor its firewall; containers
+get a loopback-only network, or the host's with network_mode="host".
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+
+def missing() -> str | None:
+    """Why no engine can be started here, or None."""
+    for tool in ("dockerd", "docker"):
+        if not shutil.which(tool):
+            return f"{tool} missing (Debian docker.io; scripts/bootstrap installs it)"
+    if os.geteuid() != 0:
+        return "dockerd needs root"
+    return None
+
+
+class Dockerd:
+    """A real docker engine with its own data root, exec root and socket."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.socket = root / "docker.sock"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def host(self) -> str:
+        return f"unix://{self.socket}"
+
+    def start(self, config_file: Path | None = None) -> None:
+        argv = [
+            "dockerd",
+            "--data-root",
+            str(self.root / "data"),
+            "--exec-root",
+            str(self.root / "exec"),
+            "--host",
+            self.host,
+            "--pidfile",
+            str(self.root / "docker.pid"),
+            "--bridge=none",
+            "--iptables=false",
+            "--ip-masq=false",
+        ]
+        if config_file:
+            argv += ["--config-file", str(config_file)]
+        self.log = (self.root / "dockerd.log").open("a")
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(150):
+            if self.docker("version", check=False).returncode == 0:
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(
+            f"dockerd did not start: {(self.root / 'dockerd.log').read_text()[-2000:]}"
+        )
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def remove_data(self) -> None:
+        """Delete the data root (images, layers) once the engine has stopped."""
+        assert self.proc is None, "stop the engine first"
+        shutil.rmtree(self.root / "data", ignore_errors=True)
+        shutil.rmtree(self.root / "exec", ignore_errors=True)
+
+    def docker(
+        self, *args: str, check: bool = True, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["docker", *args],
+            env={**os.environ, "DOCKER_HOST": self.host},
+            capture_output=True,
+            text=True,
+            check=check,
+            timeout=timeout,
+        )
