@@ -1,0 +1,7 @@
+"""``python -m tui.app``: the app alone (what ``fleetperf serve`` starts per browser tab)."""
+
+import sys
+
+from tui.app import main
+
+sys.exit(main())

@@ -1,0 +1,143 @@
+"""The fleetperf terminal app: one screen per job (cases, hosts, runs, results)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from tui import catalog
+from tui.app.feed import RunFeed
+from tui.app.screens.cases import CasesScreen
+from tui.app.screens.dashboard import DashboardScreen
+from tui.app.screens.dialogs import ConfirmScreen, HelpScreen
+from tui.app.screens.hosts import HostsScreen
+from tui.app.screens.results import ResultsScreen
+from tui.session import Batch, RunHandle, RunPlan, Session
+
+STORE_NAME = "fleetperf.sqlite"
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    inventory: Path
+    results_dir: Path
+    data_root: Path
+    cases_dir: Path = catalog.CASES_DIR
+
+    @property
+    def store_path(self) -> Path:
+        return self.results_dir / STORE_NAME
+
+
+class FleetperfApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "fleetperf"
+    MODES = {
+        "cases": CasesScreen,
+        "hosts": HostsScreen,
+        "runs": DashboardScreen,
+        "results": ResultsScreen,
+    }
+    DEFAULT_MODE = "cases"
+    BINDINGS = [
+        Binding("1", "switch_mode('cases')", "Cases", id="go.cases"),
+        Binding("2", "switch_mode('hosts')", "Hosts", id="go.hosts"),
+        Binding("3", "switch_mode('runs')", "Runs", id="go.runs"),
+        Binding("4", "switch_mode('results')", "Results", id="go.results"),
+        Binding("question_mark", "help", "Help", id="app.help"),
+        Binding("ctrl+t", "toggle_theme", "Theme", show=False, id="app.theme"),
+        Binding("ctrl+q", "quit", "Quit", priority=True, id="app.quit"),
+    ]
+
+    def __init__(self, config: AppConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.feed = RunFeed()
+        self.batches: list[Batch] = []
+        self._session: Session | None = None
+
+    @property
+    def session(self) -> Session:
+        if self._session is None:
+            c = self.config
+            self._session = Session(c.inventory, c.results_dir, c.data_root)
+        return self._session
+
+    @property
+    def running(self) -> bool:
+        return any(not b.done for b in self.batches)
+
+    def launch(self, plans: list[RunPlan]) -> Batch:
+        """Start planned runs (from a worker thread): the feed learns them before they
+        start, so the dashboard shows every run from its first event."""
+        for plan in plans:
+            spec = plan.spec
+            target = (spec.case.target.metric, spec.case.target.value) if spec.case.target else None
+            self.feed.add_run(
+                plan.run_id, spec.case.name, spec.config.ref, plan.hosts, spec.hp, target
+            )
+        batch = self.session.start(plans)
+        batch.subscribe(self.feed.push)
+        self.batches.append(batch)
+        return batch
+
+    def handle(self, run_id: str) -> RunHandle | None:
+        return next((h for b in self.batches for h in b.runs if h.run_id == run_id), None)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """The palette offers every key binding of the screen, so nothing is key-only."""
+        yield from super().get_system_commands(screen)
+        seen = set()
+        for active in screen.active_bindings.values():
+            b = active.binding
+            if not b.description or b.action in seen or b.id in ("app.quit",):
+                continue
+            seen.add(b.action)
+            key = self.get_key_display(b)
+            help_text = b.tooltip or f"{b.description} ({key})"
+            yield SystemCommand(
+                b.description, help_text, partial(self.run_action, b.action, active.node)
+            )
+
+    def action_help(self) -> None:
+        about = getattr(self.screen, "HELP", "")
+        self.push_screen(HelpScreen(self.screen, about))
+
+    def action_toggle_theme(self) -> None:
+        self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"
+
+    async def action_quit(self) -> None:
+        if not self.running:
+            self.exit(0)
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.notify("Stopping the active runs...", timeout=30)
+                self._cancel_and_exit()
+
+        self.push_screen(
+            ConfirmScreen(
+                "A run is active. Quit and cancel it? Remote work stops; what was measured"
+                " is kept in the store.",
+                yes="Quit",
+                no="Stay",
+            ),
+            answer,
+        )
+
+    @work(thread=True, exclusive=True, group="quit")
+    def _cancel_and_exit(self) -> None:
+        # Cancelling stops remote work; waiting lets the engine store what was measured.
+        for batch in self.batches:
+            batch.cancel()
+        for batch in self.batches:
+            batch.wait(timeout=300)
+        self.call_from_thread(self.exit, 0)

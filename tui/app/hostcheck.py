@@ -1,0 +1,157 @@
+"""The Hosts screen's work, through ansible-runner: read the inventory, preflight hosts
+(setup: reachability, chip, device count; image state), run provision.yml with per-host,
+per-task events. Blocking calls, run from the app's thread workers; no textual here."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+
+from tui.catalog import REPO_ROOT
+from tui.fleet import Inventory, ansible_env
+
+PROVISION = REPO_ROOT / "provision.yml"
+VENDORS = ("nvidia", "iluvatar", "kunlunxin", "cpu")
+_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9./:_@-]*$")
+
+
+@dataclass(frozen=True)
+class HostCheck:
+    host: str
+    reachable: bool
+    message: str = ""
+    chip: str | None = None
+    devices: str | None = None  # "8", "2 vCPU"; None when unknown
+    image: str | None = None
+
+
+def groups(inv: Inventory) -> dict[str, list[str]]:
+    """Every group that has hosts, vendor groups first."""
+    names = sorted((g for g in inv.groups if g != "all"), key=lambda g: (g not in VENDORS, g))
+    return {g: hosts for g in names if (hosts := inv.group_hosts(g))}
+
+
+def all_hosts(inv: Inventory) -> list[str]:
+    return list(dict.fromkeys(h for hosts in groups(inv).values() for h in hosts))
+
+
+def _vendor(inv: Inventory, host: str) -> str | None:
+    return next((g for g in VENDORS if host in inv.group_hosts(g)), None)
+
+
+def _adhoc(inventory: Path, hosts: list[str], module: str, args: str) -> dict[str, dict]:
+    """One ad-hoc module run; per host the last result event ("ok", "failed", ...)."""
+    results: dict[str, dict] = {}
+
+    def keep(ev: dict[str, Any]) -> bool:
+        kind = ev.get("event", "")
+        data = ev.get("event_data") or {}
+        if kind.startswith("runner_on_") and data.get("host"):
+            results[data["host"]] = {"kind": kind[len("runner_on_") :], **(data.get("res") or {})}
+        return False  # nothing to keep on disk
+
+    with tempfile.TemporaryDirectory(prefix="fleetperf-preflight-") as private:
+        ansible_runner.run(
+            private_data_dir=private,
+            inventory=str(inventory),
+            host_pattern=",".join(hosts),
+            module=module,
+            module_args=args,
+            envvars=ansible_env(),
+            forks=max(len(hosts), 5),
+            quiet=True,
+            event_handler=keep,
+        )
+    return results
+
+
+def preflight(inv: Inventory, hosts: list[str]) -> dict[str, HostCheck]:
+    """setup on every host, then the image state where the host runs containers."""
+    facts = _adhoc(inv.path, hosts, "ansible.builtin.setup", "gather_subset=min,hardware")
+    docker = [h for h in hosts if inv.var(h, "fleetperf_executor") == "docker"]
+    images: dict[str, str] = {h: "not used (process executor)" for h in hosts if h not in docker}
+    by_image: dict[str, list[str]] = {}
+    for host in docker:
+        name = str(inv.var(host, "fleetperf_image") or "")
+        if not _IMAGE.match(name):
+            images[host] = "no fleetperf_image set"
+        elif facts.get(host, {}).get("kind") == "ok":
+            by_image.setdefault(name, []).append(host)
+    for name, image_hosts in by_image.items():
+        found = _adhoc(
+            inv.path, image_hosts, "ansible.builtin.command", f"docker image inspect {name}"
+        )
+        for host in image_hosts:
+            res = found.get(host, {})
+            images[host] = f"{name} present" if res.get("rc") == 0 else f"{name} missing"
+    return {h: _check(h, inv, facts.get(h), images.get(h)) for h in hosts}
+
+
+def _check(host: str, inv: Inventory, res: dict | None, image: str | None) -> HostCheck:
+    if res is None or res.get("kind") != "ok":
+        msg = " ".join(str((res or {}).get("msg") or "no answer").split())
+        return HostCheck(host, False, msg)
+    facts = res.get("ansible_facts") or {}
+    local = (facts.get("ansible_local") or {}).get("fleetperf") or {}
+    chip = local.get("chip") or inv.var(host, "fleetperf_chip")
+    if "accelerator_count" in local and _vendor(inv, host) != "cpu":
+        devices = str(local["accelerator_count"])
+    elif _vendor(inv, host) == "cpu" and facts.get("ansible_processor_vcpus"):
+        devices = f"{facts['ansible_processor_vcpus']} vCPU"
+    else:
+        devices = None  # an accelerator host not provisioned yet: facts role writes the count
+    return HostCheck(host, True, "", chip, devices, image)
+
+
+@dataclass(frozen=True)
+class TaskEvent:
+    host: str
+    task: str
+    status: str  # ok, changed, failed, skipped, unreachable
+
+
+def provision(
+    inventory: Path,
+    hosts: list[str],
+    check: bool,
+    on_task: Callable[[TaskEvent], None],
+    cancel: Callable[[], bool] = lambda: False,
+) -> dict[str, dict[str, int]]:
+    """provision.yml on ``hosts`` (``--check --diff`` when check); per-host stats."""
+    stats: dict[str, dict[str, int]] = {}
+
+    def handle(ev: dict[str, Any]) -> bool:
+        kind = ev.get("event", "")
+        data = ev.get("event_data") or {}
+        if kind.startswith("runner_on_") and data.get("host") and kind != "runner_on_start":
+            status = kind[len("runner_on_") :]
+            if status == "ok" and (data.get("res") or {}).get("changed"):
+                status = "changed"
+            on_task(TaskEvent(data["host"], data.get("task", ""), status))
+        if kind == "playbook_on_stats":
+            for key in ("ok", "changed", "failures", "skipped", "dark"):
+                for host, n in (data.get(key) or {}).items():
+                    stats.setdefault(host, {})[key] = n
+        return False
+
+    with tempfile.TemporaryDirectory(prefix="fleetperf-provision-") as private:
+        ansible_runner.run(
+            private_data_dir=private,
+            project_dir=str(REPO_ROOT),
+            playbook=str(PROVISION),
+            inventory=str(inventory),
+            limit=",".join(hosts),
+            cmdline="--check --diff" if check else None,
+            envvars=ansible_env(),
+            forks=max(len(hosts), 5),
+            quiet=True,
+            event_handler=handle,
+            cancel_callback=cancel,
+        )
+    return stats

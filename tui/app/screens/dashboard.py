@@ -1,0 +1,219 @@
+"""Runs: the live dashboard. One row per host, charts, progress per run, a log."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Label, ListItem, ListView, Log
+
+from tui.app.feed import HostRow, RunView
+from tui.app.screens.dialogs import ConfirmScreen
+from tui.app.widgets.charts import Chart, RunProgress
+
+if TYPE_CHECKING:
+    from tui.app.app import FleetperfApp
+
+TICK_S = 0.5
+COLUMNS = ("host", "state", "step", "samples/s", "tokens/s", "mem GiB", "loss", "ETA", "note")
+
+
+class DashboardScreen(Screen[None]):
+    TITLE = "Runs"
+    HELP = (
+        "Every run launched from this app, newest last. The table has one row per host"
+        " of the highlighted run; the charts show its throughput (samples/s), mean loss"
+        " and peak memory over time. Cancel asks first, then stops the remote work; what"
+        " was measured is kept in the store."
+    )
+    BINDINGS = [
+        Binding("x", "cancel_run", "Cancel run", id="runs.cancel"),
+        Binding("c", "toggle_charts", "Charts", id="runs.charts"),
+        Binding("g", "toggle_log", "Log", id="runs.log"),
+    ]
+
+    app: FleetperfApp
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.selected: str | None = None
+        self._items: dict[str, ListItem] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical():
+            yield ListView(id="run-list")
+            yield Label(
+                "No runs yet: mark a config on the Cases screen (1) and launch.", id="run-status"
+            )
+            yield DataTable(id="host-table", cursor_type="row", zebra_stripes=True)
+            with Horizontal(id="charts"):
+                yield Chart("throughput", "samples/s", id="chart-throughput")
+                yield Chart("loss", "loss", id="chart-loss")
+                yield Chart("memory", "mem GiB", id="chart-memory")
+            yield Log(max_lines=500, id="run-log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for name in COLUMNS:
+            table.add_column(name, key=name)
+        self.set_interval(TICK_S, self.tick)
+        self.tick()
+
+    # -- the refresh tick: the only place the feed reaches widgets ---------------------
+
+    def tick(self) -> None:
+        feed = self.app.feed
+        for run_id in feed.runs.keys() - self._items.keys():
+            self._add_item(run_id)
+        self._sync_status()
+        rows, runs, logs = feed.take()
+        if self.app.screen is not self:  # suspended: the next resume redraws everything
+            return
+        for run_id in runs & self._items.keys():
+            self._items[run_id].query_one(RunProgress).show(feed.snapshot(run_id))
+        if self.selected is None:
+            return
+        table = self.query_one(DataTable)
+        for run_id, row in rows:
+            if run_id == self.selected:
+                self._put_row(table, row)
+        for line in logs.get(self.selected, []):
+            self.query_one(Log).write_line(line)
+        if self.selected in runs:
+            self._show_status(feed.snapshot(self.selected))
+        self._draw_charts()
+
+    def _sync_status(self) -> None:
+        """The run handles are the truth for status; events may race the subscription."""
+        for batch in self.app.batches:
+            for handle in batch.runs:
+                self.app.feed.set_status(handle.run_id, handle.status, handle.error)
+
+    def on_screen_resume(self) -> None:
+        if self.selected:
+            self._select(self.selected)
+
+    def _add_item(self, run_id: str) -> None:
+        item = ListItem(RunProgress(run_id), id=f"run-{len(self._items)}")
+        self._items[run_id] = item
+        self.query_one(ListView).append(item)
+        if self.selected is None:
+            self._select(run_id)
+            self.query_one(ListView).index = 0
+
+    @on(ListView.Highlighted, "#run-list")
+    def _highlighted(self, event: ListView.Highlighted) -> None:
+        if event.item is not None:
+            self._select(event.item.query_one(RunProgress).run_id)
+
+    def _select(self, run_id: str) -> None:
+        self.selected = run_id
+        view = self.app.feed.snapshot(run_id)
+        table = self.query_one(DataTable)
+        table.clear()
+        for host in view.hosts:
+            self._put_row(table, view.rows[host])
+        log = self.query_one(Log)
+        log.clear()
+        log.write_lines(list(view.log))
+        self._show_status(view)
+        self._draw_charts()
+
+    def _show_status(self, view: RunView) -> None:
+        text = f"{view.case} {view.config}  run {view.run_id}  [{view.status}]"
+        if view.error:
+            text += f"  {view.error}"
+        label = self.query_one("#run-status", Label)
+        label.update(text)
+        label.set_class(view.status in ("failed", "aborted", "bad_input"), "error")
+
+    def _put_row(self, table: DataTable, row: HostRow) -> None:
+        cells = _cells(row)
+        if row.host not in table.rows:
+            table.add_row(*cells, key=row.host)
+            return
+        for name, value in zip(COLUMNS, cells, strict=True):
+            table.update_cell(row.host, name, value)
+
+    def _draw_charts(self) -> None:
+        charts = self.query_one("#charts")
+        if not charts.display or self.selected is None:
+            return  # hidden charts are not redrawn
+        for chart in self.query(Chart):
+            width = max(chart.plot_width, 1)
+            chart.show(self.app.feed.series(self.selected, chart.series, width))
+
+    # -- actions ----------------------------------------------------------------------
+
+    def action_toggle_charts(self) -> None:
+        charts = self.query_one("#charts")
+        charts.display = not charts.display
+        self._draw_charts()
+
+    def action_toggle_log(self) -> None:
+        log = self.query_one(Log)
+        log.display = not log.display
+
+    def action_cancel_run(self) -> None:
+        handle = self.app.handle(self.selected) if self.selected else None
+        if handle is None or handle.status not in ("queued", "running"):
+            self.notify("No active run selected.", severity="warning")
+            return
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self.notify(f"Cancelling {handle.run_id}: stopping the remote work...")
+                self._cancel(handle.run_id)
+
+        self.app.push_screen(
+            ConfirmScreen(
+                f"Cancel run {handle.run_id}? The workload stops on every host; what was"
+                " measured so far is kept.",
+                yes="Cancel run",
+                no="Keep running",
+            ),
+            answer,
+        )
+
+    @work(thread=True, group="cancel")
+    def _cancel(self, run_id: str) -> None:
+        handle = self.app.handle(run_id)
+        if handle is not None:
+            handle.cancel()
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
+
+
+def _cells(row: HostRow) -> tuple[str, ...]:
+    mem = (
+        "-"
+        if row.mem_used_gib is None
+        else f"{row.mem_used_gib:.1f}/{_num(row.mem_total_gib, '.1f')}"
+    )
+    return (
+        row.host,
+        row.phase,
+        _num(row.step, "d"),
+        _num(row.samples_per_s, ".1f"),
+        _num(row.tokens_per_s, ".0f"),
+        mem,
+        _num(row.loss, ".4f"),
+        _eta(row.eta_s),
+        row.message,
+    )

@@ -1,0 +1,232 @@
+"""Hosts: the inventory's groups and hosts, a preflight, and provisioning."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Label, Tree
+
+from tui import catalog, fleet
+from tui.app import hostcheck
+from tui.app.screens.dialogs import ConfirmScreen
+from tui.app.widgets.picktree import PickTree
+
+if TYPE_CHECKING:
+    from tui.app.app import FleetperfApp
+
+HOST_COLUMNS = ("host", "groups", "reachable", "chip", "devices", "image")
+TASK_COLUMNS = ("host", "mode", "task", "ok", "changed", "failed", "skipped")
+
+
+class HostsScreen(Screen[None]):
+    TITLE = "Hosts"
+    HELP = (
+        "The inventory's groups and hosts. Preflight asks every host through ansible-runner"
+        " (setup): reachable, chip, device count, and whether its benchmark image is there."
+        " Provision runs provision.yml on the marked hosts (or the highlighted one) in"
+        " check mode first, shows what would change, and asks before the real run."
+    )
+    BINDINGS = [
+        Binding("p", "preflight", "Preflight", id="hosts.preflight"),
+        Binding("v", "provision", "Provision", id="hosts.provision"),
+    ]
+
+    app: FleetperfApp
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inventory: fleet.Inventory | None = None
+        self.marked: set[str] = set()
+        self.tasks: dict[str, Counter[str]] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal():
+            yield PickTree("inventory", id="group-tree")
+            with Vertical(id="host-side"):
+                yield DataTable(id="hosts", cursor_type="row")
+                yield Label("Provisioning: none yet (v)", id="provision-status")
+                yield DataTable(id="tasks", cursor_type="row")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        hosts = self.query_one("#hosts", DataTable)
+        for name in HOST_COLUMNS:
+            hosts.add_column(name, key=name)
+        tasks = self.query_one("#tasks", DataTable)
+        for name in TASK_COLUMNS:
+            tasks.add_column(name, key=name)
+        self.query_one(Tree).show_root = False
+        self.sub_title = str(self.app.config.inventory)
+        self.load()
+
+    @work(thread=True, exclusive=True, group="inventory")
+    def load(self) -> None:
+        try:
+            inv = fleet.load_inventory(self.app.config.inventory)
+        except catalog.CatalogError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            return
+        self.app.call_from_thread(self._show_inventory, inv)
+        self._preflight(hostcheck.all_hosts(inv))
+
+    def _show_inventory(self, inv: fleet.Inventory) -> None:
+        self.inventory = inv
+        tree = self.query_one(Tree)
+        tree.clear()
+        groups = hostcheck.groups(inv)
+        for group, hosts in groups.items():
+            node = tree.root.add(group, data=("group", group), expand=True)
+            for host in hosts:
+                node.add_leaf(self._label(host), data=("host", host))
+        table = self.query_one("#hosts", DataTable)
+        table.clear()
+        for host in hostcheck.all_hosts(inv):
+            names = ",".join(g for g, hs in groups.items() if host in hs)
+            table.add_row(host, names, "checking...", "", "", "", key=host)
+
+    def _label(self, host: str) -> str:
+        return f"{'[x]' if host in self.marked else '[ ]'} {host}"
+
+    def _picked(self) -> list[str]:
+        if self.marked:
+            return sorted(self.marked)
+        table = self.query_one("#hosts", DataTable)
+        if table.row_count == 0:
+            return []
+        node = self.query_one(Tree).cursor_node
+        if node is not None and node.data and node.data[0] == "host":
+            return [node.data[1]]
+        return [str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)]
+
+    def action_toggle(self) -> None:
+        node = self.query_one(Tree).cursor_node
+        if node is None or not node.data:
+            return
+        kind, name = node.data
+        hosts = (
+            [name] if kind == "host" else self.inventory.group_hosts(name) if self.inventory else []
+        )
+        on_all = all(h in self.marked for h in hosts)
+        for host in hosts:
+            (self.marked.discard if on_all else self.marked.add)(host)
+        for group in self.query_one(Tree).root.children:
+            for leaf in group.children:
+                leaf.set_label(self._label(leaf.data[1]))
+        self.sub_title = f"{len(self.marked)} marked"
+
+    @on(Tree.NodeHighlighted)
+    def _follow(self, event: Tree.NodeHighlighted) -> None:
+        if event.node.data and event.node.data[0] == "host":
+            table = self.query_one("#hosts", DataTable)
+            table.move_cursor(row=table.get_row_index(event.node.data[1]))
+
+    # -- preflight --------------------------------------------------------------------
+
+    def action_preflight(self) -> None:
+        if self.inventory is None:
+            self.load()
+        else:
+            self._preflight(hostcheck.all_hosts(self.inventory))
+
+    @work(thread=True, exclusive=True, group="preflight")
+    def _preflight(self, hosts: list[str]) -> None:
+        if self.inventory is None or not hosts:
+            return
+        checks = hostcheck.preflight(self.inventory, hosts)
+        self.app.call_from_thread(self._show_checks, checks)
+
+    def _show_checks(self, checks: dict[str, hostcheck.HostCheck]) -> None:
+        table = self.query_one("#hosts", DataTable)
+        for host, check in checks.items():
+            reach = "yes" if check.reachable else f"no: {check.message}"
+            for col, value in (
+                ("reachable", reach),
+                ("chip", check.chip or "?"),
+                ("devices", check.devices or "? (not provisioned)"),
+                ("image", check.image or "?"),
+            ):
+                table.update_cell(host, col, value, update_width=True)
+        down = [h for h, c in checks.items() if not c.reachable]
+        if down:
+            self.notify(f"Unreachable: {', '.join(down)}", severity="warning")
+
+    # -- provisioning -----------------------------------------------------------------
+
+    def action_provision(self) -> None:
+        hosts = self._picked()
+        if not hosts:
+            self.notify("No hosts to provision.", severity="warning")
+            return
+        self._provision(hosts, check=True)
+
+    @work(thread=True, exclusive=True, group="provision")
+    def _provision(self, hosts: list[str], check: bool) -> None:
+        mode = "check" if check else "real"
+        self.app.call_from_thread(self._start_tasks, hosts, mode)
+
+        def on_task(ev: hostcheck.TaskEvent) -> None:
+            self.app.call_from_thread(self._task, ev, mode)
+
+        try:
+            stats = hostcheck.provision(self.app.config.inventory, hosts, check, on_task)
+        except Exception as exc:  # noqa: BLE001 - ansible-runner setup errors become a notice
+            self.app.call_from_thread(self.notify, f"provision.yml: {exc}", severity="error")
+            return
+        self.app.call_from_thread(self._finished, hosts, mode, stats)
+
+    def _start_tasks(self, hosts: list[str], mode: str) -> None:
+        table = self.query_one("#tasks", DataTable)
+        table.clear()
+        self.tasks = {h: Counter() for h in hosts}
+        for host in hosts:
+            table.add_row(host, mode, "starting...", "0", "0", "0", "0", key=host)
+        self.query_one("#provision-status", Label).update(
+            f"provision.yml ({mode} mode) on {', '.join(hosts)}: running"
+        )
+
+    def _task(self, ev: hostcheck.TaskEvent, mode: str) -> None:
+        table = self.query_one("#tasks", DataTable)
+        if ev.host not in self.tasks:
+            return
+        counts = self.tasks[ev.host]
+        counts[ev.status] += 1
+        table.update_cell(ev.host, "task", ev.task, update_width=True)
+        for col in ("ok", "changed", "failed", "skipped"):
+            table.update_cell(ev.host, col, str(counts[col]))
+
+    def _finished(self, hosts: list[str], mode: str, stats: dict[str, dict[str, int]]) -> None:
+        failed = [
+            h for h in hosts if stats.get(h, {}).get("failures") or stats.get(h, {}).get("dark")
+        ]
+        changed = sum(stats.get(h, {}).get("changed", 0) for h in hosts)
+        status = self.query_one("#provision-status", Label)
+        table = self.query_one("#tasks", DataTable)
+        for host in hosts:
+            table.update_cell(host, "task", "failed" if host in failed else "done")
+        summary = f"provision.yml ({mode} mode): {changed} change(s)"
+        if failed:
+            summary += f", failed on {', '.join(failed)}"
+        status.update(summary)
+        if failed:
+            self.notify(summary, severity="error", timeout=10)
+            return
+        if mode == "check":
+            self.app.push_screen(
+                ConfirmScreen(
+                    f"Check mode: {changed} change(s) on {', '.join(hosts)}."
+                    " Provision these hosts for real?",
+                    yes="Provision",
+                    no="Not now",
+                ),
+                lambda yes: self._provision(hosts, check=False) if yes else None,
+            )
+        else:
+            self.notify(summary)
+            self.action_preflight()

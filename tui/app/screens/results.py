@@ -1,0 +1,279 @@
+"""Results: history from the store, the seeds' table, two runs compared, export."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Static
+
+from tui.app.compare import compare
+from tui.record import RunRecord
+from tui.store import ResultStore, StoreError
+from tui.tables import FORMATS, render
+
+if TYPE_CHECKING:
+    from tui.app.app import FleetperfApp
+
+HISTORY_COLUMNS = ("", "started", "case", "config", "status", "p_whole", "acc", "loss")
+FILTERS = ("case", "vendor", "config")
+
+
+class ResultsScreen(Screen[None]):
+    TITLE = "Results"
+    HELP = (
+        "Every run in the results store, newest first, filtered by case, vendor and"
+        " config. Space marks runs. The lower pane shows the seeds' table of the marked"
+        " runs (all shown runs if none is marked); with two marked, Compare shows them"
+        " side by side with the change of each metric, flagged (!) when the newer value"
+        " lies outside the spread (min..max) of earlier passed runs of that case and"
+        " config. Export writes markdown, CSV or JSON."
+    )
+    BINDINGS = [
+        Binding("space", "toggle", "Mark", id="results.mark"),
+        Binding("t", "table", "Seeds' table", id="results.table"),
+        Binding("d", "compare", "Compare 2", id="results.compare"),
+        Binding("e", "export", "Export", id="results.export"),
+        Binding("r", "reload", "Reload", id="results.reload"),
+    ]
+
+    app: FleetperfApp
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[RunRecord] = []
+        self.marked: list[str] = []
+        self.mode = "table"
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Vertical():
+            with Horizontal(id="filters"):
+                for name in FILTERS:
+                    yield Select([], prompt=f"any {name}", id=f"filter-{name}")
+            yield DataTable(id="history", cursor_type="row", zebra_stripes=True)
+            with VerticalScroll(id="result-pane"):
+                yield Static(id="result-view")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#history", DataTable)
+        for name in HISTORY_COLUMNS:
+            table.add_column(name, key=name or "mark")
+
+    def on_screen_resume(self) -> None:
+        self.action_reload()
+
+    # -- loading ----------------------------------------------------------------------
+
+    def action_reload(self) -> None:
+        self._load()
+
+    @work(thread=True, exclusive=True, group="store")
+    def _load(self) -> None:
+        path = self.app.config.store_path
+        if not path.is_file():
+            self.app.call_from_thread(self._show, [], f"No results store at {path} yet.")
+            return
+        try:
+            with ResultStore(path) as store:
+                records = store.list()
+        except StoreError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            return
+        self.app.call_from_thread(self._show, records, "")
+
+    def _show(self, records: list[RunRecord], note: str) -> None:
+        self.records = records
+        for name in FILTERS:
+            select = self.query_one(f"#filter-{name}", Select)
+            values = sorted({_field(r, name) for r in records})
+            current = select.value
+            select.set_options([(v, v) for v in values])
+            if current in values:
+                select.value = current
+        self._fill()
+        if note:
+            self.query_one("#result-view", Static).update(note)
+
+    def _shown(self) -> list[RunRecord]:
+        wanted = {name: self.query_one(f"#filter-{name}", Select).value for name in FILTERS}
+        return [
+            r
+            for r in self.records
+            if all(v is Select.BLANK or _field(r, k) == v for k, v in wanted.items())
+        ]
+
+    @on(Select.Changed)
+    def _filtered(self) -> None:
+        self._fill()
+
+    def _fill(self) -> None:
+        table = self.query_one("#history", DataTable)
+        table.clear()
+        shown = self._shown()
+        for r in reversed(shown):
+            table.add_row(
+                "[x]" if r.run_id in self.marked else "[ ]",
+                r.started.replace("T", " ").rstrip("Z"),
+                r.case,
+                f"{r.vendor}/{r.config}",
+                r.status,
+                _metric(r, "p_whole", ".1f"),
+                _metric(r, "acc", ".3f"),
+                _metric(r, "loss", ".4f"),
+                key=r.run_id,
+            )
+        self.sub_title = f"{len(shown)} of {len(self.records)} runs, {len(self.marked)} marked"
+        self._render_pane()
+
+    # -- selection and views ----------------------------------------------------------
+
+    def _cursor_run(self) -> str | None:
+        table = self.query_one("#history", DataTable)
+        if table.row_count == 0:
+            return None
+        return str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+
+    def action_toggle(self) -> None:
+        run_id = self._cursor_run()
+        if run_id is None:
+            return
+        if run_id in self.marked:
+            self.marked.remove(run_id)
+        else:
+            self.marked.append(run_id)
+        table = self.query_one("#history", DataTable)
+        table.update_cell(run_id, "mark", "[x]" if run_id in self.marked else "[ ]")
+        self.sub_title = (
+            f"{len(self._shown())} of {len(self.records)} runs, {len(self.marked)} marked"
+        )
+        self._render_pane()
+
+    def _selection(self) -> list[RunRecord]:
+        by_id = {r.run_id: r for r in self.records}
+        marked = [by_id[m] for m in self.marked if m in by_id]
+        return sorted(marked, key=lambda r: r.started) if marked else self._shown()
+
+    def action_table(self) -> None:
+        self.mode = "table"
+        self._render_pane()
+
+    def action_compare(self) -> None:
+        if len(self.marked) != 2:
+            self.notify("Mark exactly two runs (space) to compare them.", severity="warning")
+            return
+        self.mode = "compare"
+        self._render_pane()
+
+    def _render_pane(self) -> None:
+        view = self.query_one("#result-view", Static)
+        selection = self._selection()
+        if not selection:
+            view.update("No runs match.")
+        elif self.mode == "compare" and len(self.marked) == 2:
+            before, after = selection
+            history = [
+                r
+                for r in self.records
+                if (r.case, r.vendor, r.config) == (after.case, after.vendor, after.config)
+            ]
+            view.update(_compare_table(before, after, history))
+        else:
+            view.update(render(selection, "md"))
+
+    # -- export -----------------------------------------------------------------------
+
+    def action_export(self) -> None:
+        records = self._selection()
+        if not records:
+            self.notify("Nothing to export.", severity="warning")
+            return
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+        base = self.app.config.results_dir / "exports" / f"fleetperf-{stamp}"
+
+        def done(result: tuple[str, Path] | None) -> None:
+            if result is None:
+                return
+            fmt, path = result
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(render(records, fmt) + "\n", encoding="utf-8")
+            except OSError as exc:
+                self.notify(f"{path}: {exc.strerror}", title="Not exported", severity="error")
+                return
+            self.notify(f"{len(records)} run(s) written to {path}", title="Exported")
+
+        self.app.push_screen(ExportScreen(base, len(records)), done)
+
+
+class ExportScreen(ModalScreen[tuple[str, Path] | None]):
+    """Pick a format; the path is editable."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="export.cancel")]
+
+    def __init__(self, base: Path, count: int) -> None:
+        super().__init__()
+        self.base, self.count = base, count
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(f"Export {self.count} run(s) to", classes="question")
+            yield Input(str(self.base), id="export-path")
+            with Horizontal(classes="buttons"):
+                for fmt in FORMATS:
+                    yield Button(fmt, id=f"export-{fmt}")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        fmt = str(event.button.id).removeprefix("export-")
+        path = Path(self.query_one(Input).value).expanduser()
+        if path.suffix.lstrip(".") not in FORMATS:
+            path = path.with_name(f"{path.name}.{fmt}")
+        self.dismiss((fmt, path))
+
+
+def _field(record: RunRecord, name: str) -> str:
+    return {"case": record.case, "vendor": record.vendor, "config": record.config}[name]
+
+
+def _metric(record: RunRecord, key: str, fmt: str) -> str:
+    value = record.metrics.get(key)
+    return "/" if value is None else format(value, fmt)
+
+
+def _compare_table(before: RunRecord, after: RunRecord, history: list[RunRecord]) -> Table:
+    table = Table(
+        title=f"{after.case}: {before.vendor}/{before.config} {before.run_id}  vs  "
+        f"{after.vendor}/{after.config} {after.run_id}",
+        title_justify="left",
+        expand=True,
+    )
+    for name in ("metric", "before", "after", "change", "earlier spread", ""):
+        table.add_column(name, justify="left" if name in ("metric", "") else "right")
+    for row in compare(before, after, history):
+        m = row.metric
+        change = "-" if row.change is None else f"{row.change * 100:+.1f}%"
+        style = {True: "green", False: "red", None: ""}[row.better]
+        spread = (
+            "too few runs"
+            if row.spread is None
+            else f"{m.show(row.spread[0])}..{m.show(row.spread[1])}"
+        )
+        flag = Text("! outside", style="bold red") if row.outside else Text("")
+        table.add_row(
+            f"{m.name} ({m.unit})" if m.unit else m.name,
+            m.show(row.before),
+            m.show(row.after),
+            Text(change, style=style),
+            spread,
+            flag,
+        )
+    return table

@@ -1,0 +1,54 @@
+"""Small dashboard widgets: a labelled sparkline and a run's progress line."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+from textual.widgets import Label, ProgressBar, Sparkline
+
+from tui.app.feed import RunView
+
+
+class Chart(Horizontal):
+    """One series of the selected run: its name and last value, then the sparkline."""
+
+    def __init__(self, series: str, label: str, id: str | None = None) -> None:
+        super().__init__(id=id, classes="chart")
+        self.series, self.label = series, label
+
+    def compose(self) -> ComposeResult:
+        yield Label(f"{self.label}\n-", classes="chart-label")
+        yield Sparkline([], summary_function=max)
+
+    @property
+    def plot_width(self) -> int:
+        return self.query_one(Sparkline).size.width
+
+    def show(self, points: list[float]) -> None:
+        last = f"{points[-1]:.4g}" if points else "-"
+        self.query_one(Label).update(f"{self.label}\n{last}")
+        self.query_one(Sparkline).data = points
+
+
+class RunProgress(Horizontal):
+    """A run in the run list: what it is, its state, and a bar against its budget."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(classes="run-progress")
+        self.run_id = run_id
+
+    def compose(self) -> ComposeResult:
+        yield Label(self.run_id, classes="run-name")
+        yield ProgressBar(total=None, show_eta=False, classes="run-bar")
+
+    def show(self, view: RunView) -> None:
+        self.query_one(Label).update(f"{view.case} {view.config} [{view.status}]")
+        total, done = view.progress()
+        bar = self.query_one(ProgressBar)
+        if total is None and view.active:
+            bar.update(total=None)
+        else:
+            # A finished run without a budget: full when it passed, where it stopped otherwise.
+            total = total or 1.0
+            done = total if view.status == "passed" else done
+            bar.update(total=total, progress=done)
