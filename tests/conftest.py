@@ -59,8 +59,8 @@ class Fleetperf:
         )
 
     def records(self) -> list[dict[str, object]]:
-        """The store's records, through ``fleetperf results --format json``."""
-        out = self.run("results", "--format", "json")
+        """Every record in the store, through ``fleetperf results --format json --status all``."""
+        out = self.run("results", "--format", "json", "--status", "all")
         assert out.returncode == 0, out.stderr
         return json.loads(out.stdout)
 

@@ -21,6 +21,7 @@ def line(**rec: object) -> str:
 
 def test_step_line() -> None:
     ev = parse_line(
+        "r1",
         "h1",
         line(
             kind="step",
@@ -42,9 +43,10 @@ def test_step_line() -> None:
 
 def test_other_kinds_and_bad_lines() -> None:
     assert isinstance(
-        parse_line("h", line(kind="eval", name="acc", value=0.9, samples=10)), EvalSample
+        parse_line("r1", "h", line(kind="eval", name="acc", value=0.9, samples=10)), EvalSample
     )
     result = parse_line(
+        "r1",
         "h",
         line(
             kind="result",
@@ -56,11 +58,11 @@ def test_other_kinds_and_bad_lines() -> None:
     )
     assert isinstance(result, CaseResult)
     assert result.metrics == {"p_core": 3.0, "mfu": None} and result.notes == ["n"]
-    err = parse_line("h", line(kind="error", message=" boom \n", traceback="tb"))
+    err = parse_line("r1", "h", line(kind="error", message=" boom \n", traceback="tb"))
     assert isinstance(err, WorkloadError) and err.message == "boom"
-    assert parse_line("h", "{not json") is None
-    assert parse_line("h", "[1, 2]") is None
-    assert parse_line("h", line(kind="mystery")) is None
+    assert parse_line("r1", "h", "{not json") is None
+    assert parse_line("r1", "h", "[1, 2]") is None
+    assert parse_line("r1", "h", line(kind="mystery")) is None
 
 
 def test_poll_results_carry_lines() -> None:
@@ -68,16 +70,26 @@ def test_poll_results_carry_lines() -> None:
     for kind in ("runner_retry", "runner_on_ok"):
         raw = {
             "event": kind,
-            "event_data": {"host": "n1", "task": "Poll events", "res": {"lines": lines}},
+            "event_data": {
+                "host": "n1",
+                "task": "Renamed by anyone",
+                "task_action": "fleetperf_tail",
+                "res": {"lines": lines},
+            },
         }
-        evs = from_runner(raw, 101.0)
+        evs = from_runner("r1", raw, 101.0)
         assert [e.step for e in evs if isinstance(e, MetricSample)] == [1, 2]
-        assert all(e.host == "n1" for e in evs)
+        assert all(e.host == "n1" and e.run_id == "r1" for e in evs)
     other = {
         "event": "runner_on_ok",
-        "event_data": {"host": "n1", "task": "Other", "res": {"lines": lines}},
+        "event_data": {
+            "host": "n1",
+            "task": "Poll events",  # the old task name: names mean nothing, actions do
+            "task_action": "ansible.builtin.debug",
+            "res": {"lines": lines},
+        },
     }
-    assert from_runner(other) == []
+    assert from_runner("r1", other) == []
 
 
 def test_failures_and_unreachable() -> None:
@@ -93,16 +105,48 @@ def test_failures_and_unreachable() -> None:
             },
         },
     }
-    (ev,) = from_runner(failed)
-    assert ev == HostState("n1", "failed", "host n1: missing /d/x", play="Preflight")
+    (ev,) = from_runner("r1", failed)
+    assert ev == HostState("r1", "n1", "failed", "host n1: missing /d/x")
     unreachable = {
         "event": "runner_on_unreachable",
         "event_data": {"host": "n2", "play": "Preflight", "res": {"msg": "ssh: connect refused\n"}},
     }
-    (ev,) = from_runner(unreachable)
+    (ev,) = from_runner("r1", unreachable)
     assert ev.phase == "unreachable" and ev.message == "ssh: connect refused"
     ignored = {
         "event": "runner_on_failed",
         "event_data": {"host": "n1", "ignore_errors": True, "res": {}},
     }
-    assert from_runner(ignored) == []
+    assert from_runner("r1", ignored) == []
+
+
+def test_launch_and_last_poll_are_host_phases() -> None:
+    launched = {
+        "event": "runner_on_ok",
+        "event_data": {"host": "n1", "task_action": "fleetperf_launch", "res": {"pid": 7}},
+    }
+    assert from_runner("r1", launched) == [HostState("r1", "n1", "running")]
+    last = {
+        "event": "runner_on_ok",
+        "event_data": {
+            "host": "n1",
+            "resolved_action": "fleetperf.local.fleetperf_tail",  # a collection's FQCN
+            "res": {"lines": [], "finished": True, "exit_code": 0},
+        },
+    }
+    assert from_runner("r1", last) == [HostState("r1", "n1", "finished")]
+    crashed = {
+        **last,
+        "event_data": {**last["event_data"], "res": {"finished": True, "exit_code": 1}},
+    }
+    assert from_runner("r1", crashed) == []  # the assert task after it says failed
+
+
+def test_result_keeps_the_environment() -> None:
+    env = {"hostname": "n1", "cpu": "EPYC", "packages": {"torch": "2.13"}}
+    ev = parse_line(
+        "r1", "h", line(kind="result", status="passed", converged=True, metrics={}, environment=env)
+    )
+    assert isinstance(ev, CaseResult) and ev.environment == env
+    bad = parse_line("r1", "h", line(kind="result", status="passed", environment=[1]))
+    assert isinstance(bad, CaseResult) and bad.environment == {}

@@ -1,28 +1,29 @@
-"""Headless mode: resolve every case first, then run them one by one, printing progress."""
+"""Headless mode: plan every run first, then drive the engine and print its progress."""
 
 from __future__ import annotations
 
-import json
 import signal
 import statistics
 import sys
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from tui import catalog, fleet
+from tui import catalog
 from tui.events import (
     CaseResult,
     EvalSample,
     Event,
     HostState,
     MetricSample,
+    RunFinished,
+    RunStarted,
     WorkloadError,
     WorkloadStarted,
 )
-from tui.results import METRIC_KEYS, ResultStore, RunRecord, render
+from tui.session import Batch, Session
+from tui.tables import render
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -53,20 +54,26 @@ def pair_cases(cases: list[str], configs: list[str]) -> list[tuple[str, str]]:
 
 
 class ProgressPrinter:
-    """One line per logging step, eval and host failure; remembers the latencies."""
+    """One line per logging step, eval and host failure; a run's start and end."""
 
-    def __init__(self, out: TextIO) -> None:
-        self.out = out
-        self.latencies: list[float] = []
+    def __init__(self, out: TextIO, err: TextIO) -> None:
+        self.out, self.err = out, err
+        self.latencies: dict[str, list[float]] = {}
+        self._lock = threading.Lock()  # runs on several hosts print from several threads
 
     def __call__(self, ev: Event) -> None:
         line = self._line(ev)
         if line:
-            print(line, file=self.out, flush=True)
+            with self._lock:
+                print(line, file=self.err if self._is_error(ev) else self.out, flush=True)
+
+    @staticmethod
+    def _is_error(ev: Event) -> bool:
+        return isinstance(ev, RunFinished) and ev.status == "bad_input"
 
     def _line(self, ev: Event) -> str | None:
         if isinstance(ev, MetricSample):
-            self.latencies.append(ev.latency)
+            self.latencies.setdefault(ev.run_id, []).append(ev.latency)
             parts = [f"{ev.host:<12} step {ev.step:>6}", f"samples {ev.samples:>8}"]
             if ev.throughput is not None:
                 parts.append(f"{ev.throughput:9.1f} samples/s")
@@ -75,6 +82,10 @@ class ProgressPrinter:
             if ev.mem_used_gib is not None and ev.mem_total_gib is not None:
                 parts.append(f"mem {ev.mem_used_gib:.2f}/{ev.mem_total_gib:.1f} GiB")
             return "  ".join(parts)
+        if isinstance(ev, RunStarted):
+            return f"== {ev.case} {ev.config} on {', '.join(ev.hosts)} (run {ev.run_id})"
+        if isinstance(ev, RunFinished):
+            return self._finished(ev)
         if isinstance(ev, WorkloadStarted):
             return f"{ev.host:<12} started: world size {ev.world_size}"
         if isinstance(ev, EvalSample):
@@ -83,137 +94,80 @@ class ProgressPrinter:
             return f"{ev.host:<12} {ev.phase.upper()}: {ev.message}"
         if isinstance(ev, WorkloadError):
             return f"{ev.host:<12} rank {ev.rank} error: {ev.message}"
-        if isinstance(ev, CaseResult):
-            return "\n".join(f"{ev.host:<12} note: {n}" for n in ev.notes) or None
+        if isinstance(ev, CaseResult) and ev.notes:
+            # The notes themselves are in the record and the run directory.
+            return (
+                f"{ev.host:<12} {len(ev.notes)} workload note(s) kept in the record"
+                f" (fleetperf results {ev.run_id} --format json)"
+            )
         return None
 
-
-def _record(launch: fleet.Launch, outcome: fleet.Outcome, batch_id: str) -> RunRecord:
-    spec = launch.spec
-    return RunRecord(
-        run_id=launch.run_id,
-        batch_id=batch_id,
-        case=spec.case.name,
-        vendor=spec.config.vendor,
-        config=spec.config.name,
-        chip=spec.config.chip,
-        nnodes=spec.config.nnodes,
-        nproc_per_node=spec.config.nproc_per_node,
-        hosts=launch.hosts,
-        status=outcome.status,
-        error=outcome.error,
-        started=outcome.started,
-        finished=outcome.finished,
-        precision=spec.precision,
-        fix_hp={k: v for k, v in spec.fix_hp.items() if k != "precision"},
-        metrics={k: v for k, v in outcome.result.metrics.items() if k in METRIC_KEYS}
-        if outcome.result
-        else {},
-        notes=outcome.result.notes if outcome.result else [],
-        columns=spec.case.report,
-        short_names=spec.case.short_names,
-        run_dir=str(launch.run_dir),
-    )
+    def _finished(self, ev: RunFinished) -> str:
+        if ev.status == "bad_input":
+            return f"fleetperf: error: {ev.error} (nothing launched)"
+        lines = []
+        latencies = self.latencies.pop(ev.run_id, [])
+        if latencies:
+            lines.append(
+                f"== event latency: median {statistics.median(latencies):.2f} s"
+                f" over {len(latencies)} step records"
+            )
+        lines.append(f"== {ev.status}" + (f": {ev.error}" if ev.error else ""))
+        return "\n".join(lines)
 
 
-def _run_interruptible(work: Callable[[], fleet.Outcome], cancel: threading.Event) -> fleet.Outcome:
-    """Run in a worker thread so Ctrl-C or SIGTERM cancels the run cleanly instead of
-    tearing through ansible-runner."""
-    box: list[fleet.Outcome | BaseException] = []
-    done = threading.Event()
+def _wait_interruptible(batch: Batch, out: TextIO) -> None:
+    """Wait in the main thread; Ctrl-C or SIGTERM cancels the batch (remote work stopped)."""
 
-    def target() -> None:
-        try:
-            box.append(work())
-        except BaseException as exc:  # re-raised in the main thread below
-            box.append(exc)
-        finally:
-            done.set()
+    def stop(*_: object) -> None:
+        if not batch.done:
+            print("== stopping: cancelling the runs and stopping their remote work ...", file=out)
+            out.flush()
+            batch.cancel()
 
-    previous = signal.signal(signal.SIGTERM, lambda *_: cancel.set())
-    threading.Thread(target=target, daemon=True).start()
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
-        # Event.wait, not Thread.join: an interrupted join can leave the thread looking dead.
-        while not done.is_set():
+        while not batch.done:
             try:
-                done.wait(0.2)
+                batch.wait(0.2)
             except KeyboardInterrupt:
-                cancel.set()
+                stop()
     finally:
         signal.signal(signal.SIGTERM, previous)
-    if isinstance(box[0], BaseException):
-        raise box[0]
-    return box[0]
 
 
 def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     try:
         sets = catalog.parse_sets(args.sets)
-        specs = []
-        for case_name, ref in pair_cases(args.cases, args.configs):
-            case = catalog.load_case(case_name)
-            specs.append(catalog.resolve(case, catalog.load_config(case, ref), sets))
-        if args.repeat < 1:
-            raise catalog.CatalogError(f"--repeat {args.repeat}: must be at least 1")
-        hosts = [
-            fleet.select_hosts(args.inventory, s.config.vendor, s.config.nnodes) for s in specs
-        ]
+        pairs = pair_cases(args.cases, args.configs)
+        session = Session(args.inventory, args.results_dir, args.data_root)
     except catalog.CatalogError as exc:
         print(f"fleetperf: error: {exc}", file=err)
         return EXIT_BAD_INPUT
-
-    batch_id = fleet.new_run_id("batch")
-    records: list[RunRecord] = []
-    code = EXIT_OK
-    cancel = threading.Event()
-    store = ResultStore(args.results_dir / "fleetperf.sqlite")
     try:
-        for spec, spec_hosts in [
-            (s, h) for s, h in zip(specs, hosts, strict=True) for _ in range(args.repeat)
-        ]:
-            launch = fleet.Launch(
-                spec=spec,
-                run_id=fleet.new_run_id(spec.case.name),
-                hosts=spec_hosts,
-                inventory=args.inventory,
-                results_dir=args.results_dir,
-                data_root=args.data_root,
-            )
+        for record in session.interrupted:
             print(
-                f"== {spec.case.name} {spec.config.ref} on {', '.join(spec_hosts)}"
-                f" (run {launch.run_id})",
-                file=out,
-                flush=True,
+                f"fleetperf: run {record.run_id} ({record.case} {record.vendor}/{record.config}"
+                f" on {', '.join(record.hosts)}) was interrupted: its controller stopped;"
+                " `fleetperf cleanup` stops what is left on its hosts",
+                file=err,
             )
-            printer = ProgressPrinter(out)
-            outcome = _run_interruptible(
-                lambda run=launch, show=printer: fleet.run_case(run, show, cancel), cancel
-            )
-            if printer.latencies:
-                median = statistics.median(printer.latencies)
-                print(
-                    f"== event latency: median {median:.2f} s over {len(printer.latencies)}"
-                    " step records",
-                    file=out,
-                )
-            if outcome.status == "bad_input":
-                print(f"fleetperf: error: {outcome.error} (nothing launched)", file=err)
-                code = EXIT_BAD_INPUT
-                break
-            record = _record(launch, outcome, batch_id)
-            store.add(record)
-            result_json = json.dumps(record.to_json_dict(), indent=2, ensure_ascii=False)
-            (launch.run_dir / "result.json").write_text(result_json + "\n", encoding="utf-8")
-            records.append(record)
-            verdict = outcome.status + (f": {outcome.error}" if outcome.error else "")
-            print(f"== {verdict}", file=out, flush=True)
-            if outcome.status != "passed":
-                code = EXIT_FAILED
-            if outcome.status == "aborted":
-                break
+        try:
+            plans = session.plan(pairs, sets, args.repeat)
+        except catalog.CatalogError as exc:
+            print(f"fleetperf: error: {exc}", file=err)
+            return EXIT_BAD_INPUT
+        batch = session.start(plans)
+        printer = ProgressPrinter(out, err)
+        batch.subscribe(printer)
+        _wait_interruptible(batch, out)
+        records = batch.wait()
     finally:
-        store.close()
+        session.close()
     if records:
         print(file=out)
         print(render(records, args.fmt), file=out)
-    return code
+    statuses = {run.status for run in batch.runs}
+    if "bad_input" in statuses:
+        return EXIT_BAD_INPUT
+    return EXIT_OK if statuses == {"passed"} else EXIT_FAILED

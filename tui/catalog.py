@@ -15,6 +15,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
+from tui.record import CaseMetric, column_key, metric_registry
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The harness always lives here; FLEETPERF_CASES_DIR points the catalog at other cases.
 HARNESS_DIR = REPO_ROOT / "cases"
@@ -71,6 +73,8 @@ class CaseSpec(_Strict):
     timeout_s: PositiveInt = 3600
     stall_s: PositiveInt = 900
     report: list[str]
+    # Metrics of the case's own, beside the registry's (harness.metrics).
+    metrics: list[CaseMetric] = Field(default_factory=list)
     short_names: dict[str, str] = Field(default_factory=dict)
     defaults: dict[str, Any]
     overridable: list[str]
@@ -178,10 +182,25 @@ def load_case(name: str, cases_dir: Path = CASES_DIR) -> CaseSpec:
     if case.name != name:
         raise CatalogError(f"{_rel(path)}: name: {case.name!r} differs from the folder {name!r}")
     _check_hp(_rel(path), "defaults", case.defaults)
+    _check_report(_rel(path), case)
     unknown = [k for k in case.overridable if k not in case.defaults]
     if unknown:
         raise CatalogError(f"{_rel(path)}: overridable: {unknown[0]!r} has no default")
     return case
+
+
+def _check_report(where: str, case: CaseSpec) -> None:
+    """The case's own metrics may not redefine standard ones; its report columns must name
+    a metric (standard or its own) or a table column."""
+    try:
+        metrics = metric_registry(case.metrics)
+    except ValueError as exc:
+        raise CatalogError(f"{where}: metrics: {exc}") from None
+    for i, spec in enumerate(case.report):
+        try:
+            column_key(spec, metrics)
+        except ValueError as exc:
+            raise CatalogError(f"{where}: report.{i}: {exc}") from None
 
 
 def config_refs(case: CaseSpec) -> list[str]:

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
+from importlib import metadata
 from pathlib import Path
 
 from tui import catalog
-from tui.results import FORMATS, ResultStore, render
+from tui.record import STATUSES, RunRecord
+from tui.store import ResultStore
+from tui.tables import FORMATS, render
 
-SUBCOMMANDS = ("cases", "prepare", "results")
+SUBCOMMANDS = ("cases", "prepare", "results", "cleanup")
 DEFAULT_INVENTORY = catalog.REPO_ROOT / "inventory" / "local.yml"
 
 
@@ -42,7 +47,15 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", type=Path, default=None, help="results directory")
     p.add_argument("--data-root", type=Path, default=None, help="data root for local hosts")
     p.add_argument("--format", choices=FORMATS, default="md", help="final table format")
+    p.add_argument("--version", action="version", version=f"fleetperf {version()}")
     return p
+
+
+def version() -> str:
+    try:
+        return metadata.version("fleetperf")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _sub_parser() -> argparse.ArgumentParser:
@@ -58,6 +71,24 @@ def _sub_parser() -> argparse.ArgumentParser:
     res.add_argument("--case", default=None)
     res.add_argument("--format", choices=FORMATS, default="md")
     res.add_argument("--results", type=Path, default=None)
+    res.add_argument(
+        "--status",
+        choices=("all", *STATUSES),
+        default=None,
+        help="runs with this status only (default: passed; all: every run)",
+    )
+    res.add_argument(
+        "--prune",
+        action="store_true",
+        help="remove the selected runs (by run id, --status or --older-than) from the store,"
+        " with their run directories",
+    )
+    res.add_argument("--older-than", type=float, metavar="DAYS", help="runs started before")
+    clean = sub.add_parser(
+        "cleanup", help="stop what interrupted runs left on their hosts, and mark them"
+    )
+    clean.add_argument("--results", type=Path, default=None)
+    clean.add_argument("--data-root", type=Path, default=None)
     return p
 
 
@@ -81,42 +112,126 @@ def cmd_prepare(case_name: str, synthetic: bool, data_root: Path) -> int:
     return subprocess.run(argv, env=env, check=False).returncode
 
 
-def cmd_results(run_id: str | None, case: str | None, fmt: str, results_dir: Path) -> int:
+def _open_store(results_dir: Path) -> ResultStore:
     path = results_dir / "fleetperf.sqlite"
     if not path.is_file():
         raise catalog.CatalogError(f"no results store at {path} (run a case first)")
-    with ResultStore(path) as store:
-        if run_id:
-            record = store.get(run_id)
-            if record is None:
-                raise catalog.CatalogError(f"no run {run_id!r} in {path}")
-            records = [record]
-        else:
-            records = store.list(case=case)
-    print(render(records, fmt))
+    return ResultStore(path)
+
+
+def _select(args: argparse.Namespace, store: ResultStore) -> tuple[list[RunRecord], int]:
+    """The runs the arguments name, and how many others of the case the filters hid."""
+    if args.run_id:
+        record = store.get(args.run_id)
+        if record is None:
+            raise catalog.CatalogError(f"no run {args.run_id!r} in {store.path}")
+        return [record], 0
+    every = store.list(case=args.case)
+    status = args.status or ("all" if args.prune else "passed")
+    chosen = [r for r in every if status in ("all", r.status)]
+    if args.older_than is not None:
+        cutoff = datetime.now(UTC) - timedelta(days=args.older_than)
+        chosen = [r for r in chosen if datetime.fromisoformat(r.started) < cutoff]
+    return chosen, len(every) - len(chosen)
+
+
+def cmd_results(args: argparse.Namespace, results_dir: Path) -> int:
+    if args.prune and not (args.run_id or args.status or args.older_than is not None):
+        raise catalog.CatalogError("--prune: name the runs (RUN_ID, --status or --older-than)")
+    with _open_store(results_dir) as store:
+        records, hidden = _select(args, store)
+        if args.prune:
+            return _prune(store, records)
+    if records or args.format != "md":  # JSON and CSV stay machine-readable when empty
+        print(render(records, args.format, ids=True))
+    else:
+        which = "" if args.status == "all" else f"{args.status or 'passed'} "
+        print(f"no {which}runs" + (f" of case {args.case}" if args.case else "") + " in the store")
+    if hidden and args.format == "md":
+        print(f"({hidden} run(s) with another status hidden: --status all shows them)")
     return 0
+
+
+def _prune(store: ResultStore, records: list[RunRecord]) -> int:
+    """A run's directory, then its row: if the directory cannot go, the row stays."""
+    for record in records:
+        if record.status == "running":
+            print(f"kept {record.run_id}: it is running", file=sys.stderr)
+            continue
+        if record.run_dir and Path(record.run_dir).exists():
+            shutil.rmtree(record.run_dir)
+        store.delete(record.run_id)
+        print(f"pruned {record.run_id} ({record.case} {record.config}, {record.status})")
+    if not records:
+        print("nothing to prune")
+    return 0
+
+
+def cmd_cleanup(results_dir: Path, data_root: Path) -> int:
+    """playbooks/stop.yml for every interrupted run not cleaned yet, on its hosts."""
+    from tui import fleet
+    from tui.session import mark_interrupted
+
+    code = 0
+    with _open_store(results_dir) as store:
+        mark_interrupted(store)
+        todo = [r for r in store.list(status="interrupted") if not r.cleaned]
+        for record in todo:
+            inventory = Path(record.inventory or DEFAULT_INVENTORY)
+            ok = fleet.stop_run(record.run_id, record.hosts, inventory, results_dir, data_root)
+            if ok:
+                store.add(record.model_copy(update={"cleaned": True}))
+                print(f"cleaned {record.run_id}: stopped on {', '.join(record.hosts)}")
+            else:
+                code = 1
+                print(
+                    f"fleetperf: run {record.run_id}: stop.yml failed on"
+                    f" {', '.join(record.hosts)} (see {record.run_dir}/ansible-cleanup)",
+                    file=sys.stderr,
+                )
+        if not todo:
+            print("no interrupted runs to clean up")
+    return code
+
+
+def _app(name: str) -> int:
+    """The terminal app (tui/app/, textual), imported only when asked for."""
+    try:
+        import tui.app as app
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("tui.app", "textual"):
+            raise
+        print(
+            "fleetperf: the terminal app is not available; run headless with"
+            " --batch --case CASE --config VENDOR/CHIPxNxP",
+            file=sys.stderr,
+        )
+        return 2
+    return int(getattr(app, name)() or 0)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
+        if argv and argv[0] == "serve":
+            return _app("serve")
         if argv and argv[0] in SUBCOMMANDS:
             args = _sub_parser().parse_args(argv)
             if args.command == "cases":
                 return cmd_cases()
             if args.command == "prepare":
                 return cmd_prepare(args.case, args.synthetic, args.data_root or default_data_root())
-            return cmd_results(
-                args.run_id, args.case, args.format, args.results or default_results_dir()
-            )
+            if args.command == "cleanup":
+                return cmd_cleanup(
+                    (args.results or default_results_dir()).resolve(),
+                    (args.data_root or default_data_root()).resolve(),
+                )
+            return cmd_results(args, args.results or default_results_dir())
+        if not argv:
+            return _app("main")
         args = _main_parser().parse_args(argv)
         if not args.batch:
-            print(
-                "fleetperf: the terminal app is not built yet; run headless with"
-                " --batch --case CASE --config VENDOR/CHIPxNxP",
-                file=sys.stderr,
-            )
-            return 2
+            _main_parser().error("run headless with --batch, or give no arguments for the app")
         from tui.batch import BatchArgs, run_batch
 
         return run_batch(

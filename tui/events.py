@@ -1,8 +1,9 @@
 """The typed events that the batch mode and the terminal app both consume.
 
-Two sources feed them: ansible-runner's event stream (host states, task failures) and
-the workload's ``events.jsonl`` lines that the poll task hands back (see
-docs/workload-contract.md). Nothing here imports torch or textual.
+Three sources feed them: the engine itself (a run started or finished), ansible-runner's
+event stream (host phases, task failures) and the workload's ``events.jsonl`` lines that
+the poll task hands back (see docs/workload-contract.md). Every event names its run first.
+Nothing here imports torch or textual.
 """
 
 from __future__ import annotations
@@ -14,22 +15,41 @@ from typing import Any, Literal
 
 HostPhase = Literal["preflight", "running", "finished", "failed", "unreachable", "stopped"]
 
-POLL_TASK = "Poll events"  # the task name in playbooks/run.yml whose results carry lines
-LAUNCH_TASK = "Start the workload"
+# The modules of playbooks/library that the stream is keyed on (never task or play names).
+TAIL_ACTION = "fleetperf_tail"
+LAUNCH_ACTION = "fleetperf_launch"
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted:
+    run_id: str
+    case: str
+    config: str
+    hosts: list[str]
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    run_id: str
+    status: str
+    error: str | None
+    t: float
 
 
 @dataclass(frozen=True, slots=True)
 class HostState:
+    run_id: str
     host: str
     phase: HostPhase
     message: str = ""
-    play: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class MetricSample:
     """A workload ``step`` record, with the time the controller received it."""
 
+    run_id: str
     host: str
     rank: int
     t: float
@@ -50,6 +70,7 @@ class MetricSample:
 
 @dataclass(frozen=True, slots=True)
 class EvalSample:
+    run_id: str
     host: str
     rank: int
     t: float
@@ -60,6 +81,7 @@ class EvalSample:
 
 @dataclass(frozen=True, slots=True)
 class SysSample:
+    run_id: str
     host: str
     rank: int
     t: float
@@ -68,6 +90,7 @@ class SysSample:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadStarted:
+    run_id: str
     host: str
     rank: int
     t: float
@@ -76,6 +99,7 @@ class WorkloadStarted:
 
 @dataclass(frozen=True, slots=True)
 class CaseResult:
+    run_id: str
     host: str
     rank: int
     t: float
@@ -84,10 +108,12 @@ class CaseResult:
     metrics: dict[str, float | None]
     notes: list[str] = field(default_factory=list)
     message: str = ""
+    environment: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
 class WorkloadError:
+    run_id: str
     host: str
     rank: int
     t: float
@@ -96,15 +122,28 @@ class WorkloadError:
 
 
 Event = (
-    HostState | MetricSample | EvalSample | SysSample | WorkloadStarted | CaseResult | WorkloadError
+    RunStarted
+    | RunFinished
+    | HostState
+    | MetricSample
+    | EvalSample
+    | SysSample
+    | WorkloadStarted
+    | CaseResult
+    | WorkloadError
 )
+
+
+def as_dict(ev: Event) -> dict[str, Any]:
+    """The event's fields by name, with its type, for logs and JSON."""
+    return {"type": type(ev).__name__, **{k: getattr(ev, k) for k in ev.__slots__}}  # type: ignore[union-attr]
 
 
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def parse_line(host: str, line: str, received: float | None = None) -> Event | None:
+def parse_line(run_id: str, host: str, line: str, received: float | None = None) -> Event | None:
     """One ``events.jsonl`` line -> a typed event; unknown kinds and bad lines -> None."""
     try:
         rec = json.loads(line)
@@ -115,6 +154,7 @@ def parse_line(host: str, line: str, received: float | None = None) -> Event | N
     kind, rank, t = rec.get("kind"), int(rec.get("rank", 0)), float(rec.get("t", 0.0))
     if kind == "step":
         return MetricSample(
+            run_id=run_id,
             host=host,
             rank=rank,
             t=t,
@@ -130,7 +170,13 @@ def parse_line(host: str, line: str, received: float | None = None) -> Event | N
         )
     if kind == "eval":
         return EvalSample(
-            host, rank, t, str(rec.get("name", "")), float(rec.get("value", 0)), rec.get("samples")
+            run_id,
+            host,
+            rank,
+            t,
+            str(rec.get("name", "")),
+            float(rec.get("value", 0)),
+            rec.get("samples"),
         )
     if kind == "sys":
         values = {
@@ -138,12 +184,14 @@ def parse_line(host: str, line: str, received: float | None = None) -> Event | N
             for k, v in rec.items()
             if k not in ("t", "kind", "rank") and _num(v) is not None
         }
-        return SysSample(host, rank, t, values)
+        return SysSample(run_id, host, rank, t, values)
     if kind == "start":
-        return WorkloadStarted(host, rank, t, int(rec.get("world_size", 1)))
+        return WorkloadStarted(run_id, host, rank, t, int(rec.get("world_size", 1)))
     if kind == "result":
         metrics = {str(k): _num(v) for k, v in (rec.get("metrics") or {}).items()}
+        env = rec.get("environment")
         return CaseResult(
+            run_id,
             host,
             rank,
             t,
@@ -152,10 +200,16 @@ def parse_line(host: str, line: str, received: float | None = None) -> Event | N
             metrics,
             [str(n) for n in rec.get("notes") or []],
             " ".join(str(rec.get("message") or "").split()),
+            env if isinstance(env, dict) else {},
         )
     if kind == "error":
         return WorkloadError(
-            host, rank, t, str(rec.get("message", "")).strip(), str(rec.get("traceback", ""))
+            run_id,
+            host,
+            rank,
+            t,
+            str(rec.get("message", "")).strip(),
+            str(rec.get("traceback", "")),
         )
     return None
 
@@ -169,19 +223,33 @@ def _failure_message(res: dict[str, Any]) -> str:
     return " ".join(str(msg).split())
 
 
-def from_runner(event: dict[str, Any], received: float | None = None) -> list[Event]:
+def task_action(data: dict[str, Any]) -> str:
+    """The module a task ran, without its collection prefix (``ns.coll.fleetperf_tail``)."""
+    action = data.get("resolved_action") or data.get("task_action") or ""
+    return str(action).rsplit(".", 1)[-1]
+
+
+def from_runner(run_id: str, event: dict[str, Any], received: float | None = None) -> list[Event]:
     """An ansible-runner event -> the typed events it carries (often none)."""
     kind = event.get("event", "")
     data = event.get("event_data") or {}
     host = data.get("host") or data.get("remote_addr") or ""
-    play, task = data.get("play", ""), data.get("task", "")
+    action = task_action(data)
     res = data.get("res") or {}
-    if kind in ("runner_on_ok", "runner_retry") and task == POLL_TASK:
-        return [ev for line in res.get("lines") or [] if (ev := parse_line(host, line, received))]
-    if kind == "runner_on_ok" and task == LAUNCH_TASK:
-        return [HostState(host, "running", play=play)]
+    if kind in ("runner_on_ok", "runner_retry") and action == TAIL_ACTION:
+        events: list[Event] = [
+            ev
+            for line in res.get("lines") or []
+            if (ev := parse_line(run_id, host, line, received))
+        ]
+        ended = not (res.get("timed_out") or res.get("stalled"))
+        if kind == "runner_on_ok" and res.get("finished") and ended and res.get("exit_code") == 0:
+            events.append(HostState(run_id, host, "finished"))
+        return events
+    if kind == "runner_on_ok" and action == LAUNCH_ACTION:
+        return [HostState(run_id, host, "running")]
     if kind == "runner_on_unreachable":
-        return [HostState(host, "unreachable", _failure_message(res), play=play)]
+        return [HostState(run_id, host, "unreachable", _failure_message(res))]
     if kind == "runner_on_failed" and not data.get("ignore_errors"):
-        return [HostState(host, "failed", _failure_message(res), play=play)]
+        return [HostState(run_id, host, "failed", _failure_message(res))]
     return []

@@ -6,6 +6,7 @@ import json
 import os
 import secrets
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -15,24 +16,42 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import ansible_runner
+from ansible_runner import Runner, RunnerConfig
 
 from tui.catalog import REPO_ROOT, CatalogError, RunSpec
-from tui.events import CaseResult, Event, HostState, WorkloadError, from_runner
+from tui.events import CaseResult, Event, HostState, WorkloadError, as_dict, from_runner
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
-POLL_S = 1.0  # longest wait of one poll when nothing new arrived
+POLL_S = 30.0  # longest hold of one poll while nothing happens (it returns on new lines)
 
 Status = Literal["passed", "failed", "aborted", "bad_input"]
 
 
-def _ansible_on_path() -> dict[str, str]:
-    """ansible-runner looks its commands up on PATH: put this interpreter's bin dir first."""
+# The controller's environment variables that ansible may see: nothing else of the
+# operator's shell (tokens, cloud keys) reaches ansible, the hosts or the run's artifacts.
+_ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSH_AUTH_SOCK")
+# ANSIBLE_* settings are the operator's configuration (config file, vault password file,
+# private key file: paths); a value itself that is secret would not be named like this.
+_SECRET_WORDS = ("PASS", "SECRET", "TOKEN")
+
+
+def ansible_env() -> dict[str, str]:
+    """The environment ansible-runner and ansible-inventory run with: an allow-list of
+    the controller's, with this interpreter's bin directory first on PATH."""
+    env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP}
+    env.update(
+        {
+            k: v
+            for k, v in os.environ.items()
+            if k.startswith("ANSIBLE_") and not any(w in k for w in _SECRET_WORDS)
+        }
+    )
     bindir = str(Path(sys.executable).parent)
-    path = os.environ.get("PATH", "")
+    path = env.get("PATH", os.defpath)
     if bindir not in path.split(os.pathsep):
-        os.environ["PATH"] = f"{bindir}{os.pathsep}{path}"
-    return {"PATH": os.environ["PATH"], "ANSIBLE_NOCOLOR": "1"}
+        path = f"{bindir}{os.pathsep}{path}"
+    env.update(PATH=path, ANSIBLE_NOCOLOR="1")
+    return env
 
 
 def new_run_id(case: str) -> str:
@@ -40,32 +59,82 @@ def new_run_id(case: str) -> str:
     return f"{stamp}-{case}-{secrets.token_hex(2)}"
 
 
-def _group_hosts(inv: dict[str, Any], group: str) -> list[str]:
-    node = inv.get(group) or {}
-    hosts = list(node.get("hosts", []))
-    for child in node.get("children", []):
-        hosts += [h for h in _group_hosts(inv, child) if h not in hosts]
-    return hosts
+@dataclass(frozen=True)
+class Inventory:
+    """An inventory as ansible sees it for our playbooks (their group_vars included)."""
+
+    path: Path
+    groups: dict[str, Any]
+    hostvars: dict[str, dict[str, Any]]
+
+    def group_hosts(self, group: str) -> list[str]:
+        node = self.groups.get(group) or {}
+        hosts = list(node.get("hosts", []))
+        for child in node.get("children", []):
+            hosts += [h for h in self.group_hosts(child) if h not in hosts]
+        return hosts
+
+    def var(self, host: str, name: str) -> Any:
+        """A host variable, None where unset or a template only a play can render."""
+        value = self.hostvars.get(host, {}).get(name)
+        return None if isinstance(value, str) and "{{" in value else value
+
+    def candidates(self, vendor: str, chip: str, devices: int) -> list[str]:
+        """Hosts of the vendor's group whose chip (``fleetperf_chip``) is ``chip`` and that
+        have at least ``devices`` devices (``fleetperf_devices``, where set)."""
+        out = []
+        for host in self.group_hosts(vendor):
+            host_chip, count = self.var(host, "fleetperf_chip"), self.var(host, "fleetperf_devices")
+            if host_chip is not None and str(host_chip).lower() != chip.lower():
+                continue
+            if count is not None and int(count) < devices:
+                continue
+            out.append(host)
+        return out
 
 
-def select_hosts(inventory: Path, vendor: str, nnodes: int) -> list[str]:
-    """The first ``nnodes`` hosts of the inventory group named after the vendor."""
-    if not inventory.is_file():
-        raise CatalogError(f"inventory {inventory}: no such file")
-    _ansible_on_path()
-    out, err = ansible_runner.get_inventory(
-        "list", [str(inventory)], response_format="json", quiet=True
-    )
-    if not isinstance(out, dict):
-        first = (err or str(out)).strip().splitlines()
-        raise CatalogError(f"inventory {inventory}: {first[-1] if first else 'unreadable'}")
-    hosts = _group_hosts(out, vendor)
-    if len(hosts) < nnodes:
+def load_inventory(path: Path) -> Inventory:
+    """``ansible-inventory --list`` with the playbooks' directory, so their group_vars
+    (chips, executors, images) count as a play would see them."""
+    if not path.is_file():
+        raise CatalogError(f"inventory {path}: no such file")
+    argv = [
+        str(Path(sys.executable).parent / "ansible-inventory"),
+        "-i",
+        str(path),
+        "--list",
+        "--playbook-dir",
+        str(PLAYBOOKS),
+    ]
+    proc = subprocess.run(argv, env=ansible_env(), capture_output=True, text=True, check=False)
+    try:
+        data = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except json.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
+        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+        raise CatalogError(f"inventory {path}: {lines[-1] if lines else 'unreadable'}")
+    hostvars = (data.pop("_meta", None) or {}).get("hostvars", {})
+    return Inventory(path=path, groups=data, hostvars=hostvars)
+
+
+def select_hosts(inv: Inventory, spec: RunSpec, used: dict[str, int] | None = None) -> list[str]:
+    """``nnodes`` hosts that fit the config, the least used so far first, kept in
+    inventory order (the first is the master)."""
+    cfg = spec.config
+    group = inv.group_hosts(cfg.vendor)
+    fits = inv.candidates(cfg.vendor, cfg.chip, cfg.nproc_per_node)
+    if len(fits) < cfg.nnodes:
+        which = "" if len(fits) == len(group) else f" with chip {cfg.chip}"
+        if len(fits) != len(group) and any(inv.var(h, "fleetperf_devices") for h in group):
+            which += f" and {cfg.nproc_per_node}+ devices"
         raise CatalogError(
-            f"inventory {inventory}: group {vendor!r} has {len(hosts)} host(s), "
-            f"the config needs {nnodes}"
+            f"inventory {inv.path}: group {cfg.vendor!r} has {len(fits)} host(s){which}, "
+            f"the config needs {cfg.nnodes}"
         )
-    return hosts[:nnodes]
+    used = used or {}
+    chosen = set(sorted(fits, key=lambda h: (used.get(h, 0), fits.index(h)))[: cfg.nnodes])
+    return [h for h in fits if h in chosen]
 
 
 def _case_path(case_dir: Path) -> str:
@@ -73,10 +142,24 @@ def _case_path(case_dir: Path) -> str:
     return str(case_dir.relative_to(REPO_ROOT) if case_dir.is_relative_to(REPO_ROOT) else case_dir)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
+def controller_vars(results_dir: Path, data_root: Path) -> dict[str, str]:
+    """What hosts that share the controller's files need to find them (inventory/local.yml)."""
+    return {
+        "fleetperf_controller_root": str(REPO_ROOT),
+        "fleetperf_controller_python": sys.executable,
+        "fleetperf_controller_data_root": str(data_root),
+        "fleetperf_controller_results": str(results_dir),
+    }
+
+
+def _controller() -> dict[str, Any]:
+    """Who holds a host lease: a host sees whether this process is gone (same boot)."""
+    boot_id = Path("/proc/sys/kernel/random/boot_id")
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "boot_id": boot_id.read_text().strip() if boot_id.exists() else None,
+    }
 
 
 @dataclass
@@ -89,6 +172,7 @@ class Launch:
     inventory: Path
     results_dir: Path
     data_root: Path
+    lease_wait_s: float = 0.0  # how long preflight waits for a host another run holds
 
     @property
     def run_dir(self) -> Path:
@@ -120,15 +204,13 @@ class Launch:
             "fleetperf_hosts": self.hosts,
             "fleetperf_nnodes": spec.config.nnodes,
             "fleetperf_nproc_per_node": spec.config.nproc_per_node,
-            "fleetperf_controller_master_port": _free_port(),
             "fleetperf_timeout_s": spec.case.timeout_s,
             "fleetperf_stall_s": spec.case.stall_s,
             "fleetperf_poll_s": POLL_S,
+            "fleetperf_controller": _controller(),
+            "fleetperf_lease_wait_s": self.lease_wait_s,
             "fleetperf_fetch_dir": str(self.run_dir / "hosts"),
-            "fleetperf_controller_root": str(REPO_ROOT),
-            "fleetperf_controller_python": sys.executable,
-            "fleetperf_controller_data_root": str(self.data_root),
-            "fleetperf_controller_results": str(self.results_dir),
+            **controller_vars(self.results_dir, self.data_root),
         }
 
 
@@ -148,43 +230,53 @@ def _now() -> str:
 class _Tracker:
     """Folds the event stream into what the outcome needs, and keeps a log of it."""
 
-    def __init__(self, log_path: Path, on_event: Callable[[Event], None]) -> None:
-        self.log = log_path.open("a", encoding="utf-8")
+    def __init__(self, launch: Launch, on_event: Callable[[Event], None]) -> None:
+        self.run_id = launch.run_id
+        self.log = (launch.run_dir / "events.jsonl").open("a", encoding="utf-8")
         self.on_event = on_event
         self.result: CaseResult | None = None
         self.errors: list[str] = []
         self.bad_input: str | None = None
-        self.launched = False
+        self.phases = dict.fromkeys(launch.hosts, "preflight")
+        self.launched = False  # a workload started on some host
 
     def __call__(self, raw: dict[str, Any]) -> bool:
         received = time.time()
-        for ev in from_runner(raw, received):
-            self._fold(ev)
-            self.on_event(ev)
-        return True  # let ansible-runner keep its own artifacts too
+        for ev in from_runner(self.run_id, raw, received):
+            self.emit(ev)
+        return False  # ansible-runner keeps no job_events: they would hold module arguments
 
-    def _fold(self, ev: Event) -> None:
+    def emit(self, ev: Event) -> None:
         if isinstance(ev, HostState):
-            if ev.message and not ev.message.startswith(f"host {ev.host}"):
-                ev = replace(ev, message=f"host {ev.host}: {ev.phase}: {ev.message}")
-            if ev.phase == "running":
-                self.launched = True
-            elif ev.play == "Preflight" and self.bad_input is None:
-                self.bad_input = ev.message
-            elif ev.message:
-                self.errors.append(ev.message)
+            ev = self._fold_host(ev)
         else:
-            record = {"host": ev.host, "type": type(ev).__name__, **_public(ev)}
-            self.log.write(json.dumps(record) + "\n")
+            self.log.write(json.dumps(as_dict(ev)) + "\n")
             self.log.flush()
         if isinstance(ev, CaseResult):
             self.result = ev
         elif isinstance(ev, WorkloadError):
             self.errors.insert(0, f"host {ev.host} rank {ev.rank}: {ev.message}")
+        self.on_event(ev)
 
+    def _fold_host(self, ev: HostState) -> HostState:
+        if ev.message and not ev.message.startswith(f"host {ev.host}"):
+            ev = replace(ev, message=f"host {ev.host}: {ev.phase}: {ev.message}")
+        if ev.phase == "running":
+            self.launched = True
+        elif ev.phase in ("failed", "unreachable"):
+            # Before any workload started, a failure is the input's or the host's: refused.
+            if not self.launched and self.bad_input is None:
+                self.bad_input = ev.message
+            elif ev.message:
+                self.errors.append(ev.message)
+        self.phases[ev.host] = ev.phase
+        return ev
 
-def _public(ev: Event) -> dict[str, Any]:
-    return {name: getattr(ev, name) for name in ev.__slots__}  # type: ignore[union-attr]
+    def stopped(self) -> None:
+        """Hosts still marked running after the play were stopped by its cleanup."""
+        for host, phase in list(self.phases.items()):
+            if phase == "running":
+                self.emit(HostState(self.run_id, host, "stopped"))
 
 
 def run_case(
@@ -197,22 +289,20 @@ def run_case(
     run_dir = launch.run_dir
     run_dir.mkdir(parents=True)
     (run_dir / "config.json").write_text(json.dumps(launch.config_json(), indent=2) + "\n")
-    tracker = _Tracker(run_dir / "events.jsonl", on_event)
+    tracker = _Tracker(launch, on_event)
     started = _now()
     try:
+        for host in launch.hosts:
+            tracker.emit(HostState(launch.run_id, host, "preflight"))
         runner = _run_playbook(
             launch, "run.yml", event_handler=tracker, cancel_callback=cancel.is_set
         )
         if cancel.is_set():  # Ctrl-C may also have stopped ansible-playbook before its cleanup
             stop(launch)
+        tracker.stopped()
     finally:
         tracker.log.close()
-    outcome = Outcome(
-        status="failed",
-        result=tracker.result,
-        started=started,
-        finished=_now(),
-    )
+    outcome = Outcome(status="failed", result=tracker.result, started=started, finished=_now())
     if cancel.is_set():
         outcome.status, outcome.error = "aborted", "aborted by the operator"
     elif tracker.bad_input and not tracker.launched:
@@ -231,18 +321,60 @@ def stop(launch: Launch) -> None:
     _run_playbook(launch, "stop.yml")
 
 
-def _run_playbook(launch: Launch, playbook: str, **kwargs: Any) -> ansible_runner.Runner:
+def stop_run(
+    run_id: str, hosts: list[str], inventory: Path, results_dir: Path, data_root: Path
+) -> bool:
+    """playbooks/stop.yml for a run this controller did not launch (cleanup after a
+    controller died); True if it ran to the end."""
+    run_dir = results_dir / "runs" / run_id
+    extravars = {
+        "fleetperf_run_id": run_id,
+        "fleetperf_hosts": hosts,
+        "fleetperf_fetch_dir": str(run_dir / "hosts"),
+        **controller_vars(results_dir, data_root),
+    }
+    runner = _runner(run_dir / "ansible-cleanup", "stop.yml", inventory, extravars, len(hosts))
+    return runner.rc == 0
+
+
+def _run_playbook(launch: Launch, playbook: str, **kwargs: Any) -> Runner:
     """ansible-runner on one of our playbooks; its artifacts go under the run directory."""
     private = launch.run_dir / f"ansible-{Path(playbook).stem}"
+    return _runner(
+        private, playbook, launch.inventory, launch.extravars(), len(launch.hosts), **kwargs
+    )
+
+
+def _runner(
+    private: Path,
+    playbook: str,
+    inventory: Path,
+    extravars: dict[str, Any],
+    hosts: int,
+    event_handler: Callable[[dict[str, Any]], bool] | None = None,
+    cancel_callback: Callable[[], bool] | None = None,
+) -> Runner:
+    """Run a playbook with ansible-runner's classes rather than ``ansible_runner.run``:
+    that copies the controller's whole environment into the process and into the
+    ``command`` artifact; here both get only ``ansible_env()``. No env/ files are
+    written, and the event handler decides that no job_events are kept."""
     private.mkdir(parents=True, exist_ok=True)
-    return ansible_runner.run(
+    config = RunnerConfig(
         private_data_dir=str(private),
         project_dir=str(REPO_ROOT),
         playbook=str(PLAYBOOKS / playbook),
-        inventory=str(launch.inventory),
-        extravars=launch.extravars(),
-        envvars=_ansible_on_path(),
-        forks=max(len(launch.hosts), 5),
+        inventory=str(inventory),
+        extravars=extravars,
+        forks=max(hosts, 5),
         quiet=True,
-        **kwargs,
     )
+    config.prepare()
+    inherited = set(os.environ) - set(ansible_env())
+    config.env = {k: v for k, v in config.env.items() if k not in inherited} | ansible_env()
+    runner = Runner(
+        config,
+        event_handler=event_handler or (lambda _event: False),
+        cancel_callback=cancel_callback or (lambda: False),
+    )
+    runner.run()
+    return runner

@@ -1,0 +1,85 @@
+"""The run record: derived fields, normalisation, what it refuses, its JSON form."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+from seed_records import (
+    DISTILBERT_COLUMNS,
+    DISTILBERT_SHORT,
+    distilbert,
+    llama_finetune,
+    seed001_records,
+)
+
+from tui.record import METRIC_KEYS, RECORD_KEYS, RunRecord
+from tui.tables import config_label, to_json
+
+
+def test_record_derives_and_normalises() -> None:
+    record = distilbert(
+        "x",
+        "A100x2x8",
+        {},
+        (1, 2, 3, 4, 0.5, 1),
+        started="2026-11-21T18:00:00.75+08:00",
+        error="RuntimeError: boom\n  at step 3\n",
+    )
+    assert (record.chip, record.nnodes, record.nproc_per_node) == ("A100", 2, 8)
+    assert record.started == "2026-11-21T10:00:00Z"
+    assert record.error == "RuntimeError: boom; at step 3"
+    assert list(record.metrics) == list(METRIC_KEYS)
+
+
+def test_config_outside_the_pattern_needs_explicit_shape() -> None:
+    record = distilbert(
+        "x", "local-cpu", {}, (1, 2, 3, 4, 0.5, 1), chip="CPU", nnodes=1, nproc_per_node=2
+    )
+    assert config_label(record.chip, record.nnodes, record.nproc_per_node) == "CPU单机2卡（1x2）"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"started": "2026-11-21T10:00:00"},  # no UTC offset
+        {"status": "ok"},
+        {"metrics": {"throughput": 1.0}},
+        {"columns": ["precision", "speed"]},
+        {"columns": ["speed(MMLU)"]},
+        {"config": "A100x1x8", "nproc_per_node": 4},
+        {"config": "weird", "chip": "", "nnodes": None, "nproc_per_node": None},
+        {"fix_hp": {"lr": object()}},
+    ],
+)
+def test_record_rejects(change: dict[str, Any]) -> None:
+    fields = seed001_records()[0].model_dump() | change
+    with pytest.raises(ValidationError):
+        RunRecord(**fields)
+
+
+def test_non_finite_metric_is_unknown() -> None:
+    record = llama_finetune("l", {}, {"loss": float("nan"), "mfu": float("inf")})
+    assert record.metrics["loss"] is None
+    assert record.metrics["mfu"] is None
+
+
+def test_json_has_exactly_design_keys() -> None:
+    records = seed001_records()
+    data = json.loads(to_json(records))
+    assert isinstance(data, list) and len(data) == 4
+    for item in data:
+        assert list(item) == list(RECORD_KEYS)
+        assert list(item["metrics"]) == list(METRIC_KEYS)
+    assert data[2]["fix_hp"] == {"train_batch_size": 96, "learning_rate": 0.00015}
+    assert data[2]["metrics"]["p_core"] == 287.9
+    assert data[2]["metrics"]["loss"] is None  # not applicable -> null
+    assert data[2]["error"] is None
+    assert data[3]["hosts"] == ["gpu-a", "gpu-b"]
+    # The JSON record reads back into an equal record (table-only fields re-derived).
+    back = RunRecord.model_validate(
+        {**data[2], "columns": DISTILBERT_COLUMNS, "short_names": DISTILBERT_SHORT}
+    )
+    assert back == records[2]

@@ -1,0 +1,143 @@
+"""The results store on a real SQLite file: round trips, filters, history, migration,
+and two controllers writing at once."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from seed_records import llama_finetune, seed001_records
+
+from tui.store import SCHEMA_VERSION, ResultStore, StoreError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_roundtrip_and_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "results" / "nested" / "fleetperf.sqlite"  # parents are created
+    records = seed001_records()
+    with ResultStore(path) as store:
+        for record in records:
+            store.add(record)
+        assert store.get("r3") == records[2]
+        assert store.get("missing") is None
+        assert store.list() == records
+    with ResultStore(path) as store:  # a fresh connection reads the same file
+        assert store.list() == records
+        assert store.get("r4") == records[3]
+        assert store.get("r4").hosts == ["gpu-a", "gpu-b"]
+        assert store.get("r4").batch_id == "batch-1"
+
+
+def test_two_open_stores_see_each_others_writes(tmp_path: Path) -> None:
+    # The TUI keeps the store open while a cron batch writes to the same file.
+    path = tmp_path / "fleetperf.sqlite"
+    first, second = seed001_records()[:2]
+    with ResultStore(path) as tui_store, ResultStore(path) as batch_store:
+        assert tui_store.list() == []
+        batch_store.add(first)
+        assert tui_store.list() == [first]
+        tui_store.add(second)
+        assert batch_store.list() == [first, second]
+
+
+def test_schema_version_and_wal(tmp_path: Path) -> None:
+    path = tmp_path / "fleetperf.sqlite"
+    ResultStore(path).close()
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        assert {"runs", "metrics"} <= tables
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+        conn.commit()
+    finally:
+        conn.close()
+    with pytest.raises(StoreError, match="newer"):
+        ResultStore(path)
+
+
+def test_not_a_store(tmp_path: Path) -> None:
+    path = tmp_path / "junk.sqlite"
+    path.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreError, match="junk.sqlite"):
+        ResultStore(path)
+
+
+def test_metrics_table_has_one_row_per_known_metric(tmp_path: Path) -> None:
+    path = tmp_path / "fleetperf.sqlite"
+    with ResultStore(path) as store:
+        store.add(seed001_records()[2])
+    conn = sqlite3.connect(path)
+    try:
+        rows = dict(conn.execute("SELECT name, value FROM metrics WHERE run_id = 'r3'"))
+    finally:
+        conn.close()
+    assert rows == {
+        "e2e_time": 720.8,
+        "p_whole": 283.7,
+        "p_train": 286.1,
+        "p_core": 287.9,
+        "acc": 0.912,
+        "mem_used_gib": 32.7,
+        "mem_total_gib": 40.0,
+    }
+
+
+def test_add_replaces_run_and_its_metrics(tmp_path: Path) -> None:
+    path = tmp_path / "fleetperf.sqlite"
+    first = seed001_records()[0]
+    rerun = first.model_validate(
+        {
+            **first.model_dump(),
+            "status": "failed",
+            "error": "NCCL timeout",
+            "metrics": {"e2e_time": 12.5},
+        }
+    )
+    with ResultStore(path) as store:
+        store.add(first)
+        store.add(rerun)
+        assert store.list() == [rerun]
+        assert store.get("r1").metrics["p_core"] is None
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+        assert conn.execute("SELECT name FROM metrics").fetchall() == [("e2e_time",)]
+    finally:
+        conn.close()
+
+
+def test_list_filters_and_limit(tmp_path: Path) -> None:
+    records = seed001_records() + [llama_finetune("l1", {}, {"loss": 1.64})]
+    with ResultStore(tmp_path / "fleetperf.sqlite") as store:
+        for record in reversed(records):  # insertion order does not matter: started does
+            store.add(record)
+        assert [r.run_id for r in store.list()] == ["r1", "r2", "r3", "r4", "l1"]
+        assert [r.run_id for r in store.list(case="distilbert-pytorch", limit=2)] == ["r3", "r4"]
+        assert [r.run_id for r in store.list(case="llama2_7b_finetune-pytorch")] == ["l1"]
+        assert [r.run_id for r in store.list(batch_id="batch-1")] == ["r4"]
+        assert store.list(limit=0) == []
+        assert store.list(case="nope") == []
+
+
+def test_metric_history(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / "fleetperf.sqlite") as store:
+        for record in seed001_records():
+            store.add(record)
+        history = store.metric_history("p_core", case="distilbert-pytorch", config="A100x1x8")
+        assert [(p.run_id, p.value) for p in history] == [("r1", 1942.6), ("r2", 2181.0)]
+        assert store.metric_history("loss") == []
+        assert store.metric_history("bogus") == []
+
+
+def test_failed_add_leaves_store_unchanged(tmp_path: Path) -> None:
+    with ResultStore(tmp_path / "fleetperf.sqlite") as store:
+        record = seed001_records()[0]
+        store.add(record)
+        broken = record.model_copy(update={"status": "exploded"})  # bypasses validation
+        with pytest.raises(sqlite3.IntegrityError):
+            store.add(broken)
+        assert store.list() == [record]

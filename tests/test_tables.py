@@ -1,0 +1,152 @@
+"""The tables, checked against the seeds' rows."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from harness.metrics import METRICS
+from seed_records import inference, llama_finetune, seed001_records
+
+from tui.record import METRIC_KEYS
+from tui.tables import config_label, format_fix_hp, to_csv, to_markdown
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_config_labels() -> None:
+    assert config_label("A100", 1, 8) == "A100单机8卡（1x8）"
+    assert config_label("A100", 1, 1) == "A100单机单卡（1x1）"
+    assert config_label("BI-V100", 2, 8) == "BI-V100两机8卡（2x8）"
+    assert config_label("A100", 4, 8) == "A100四机8卡（4x8）"
+    assert config_label("A100", 10, 8) == "A100十机8卡（10x8）"
+    assert config_label("A100", 16, 8) == "A10016机8卡（16x8）"
+
+
+def test_format_fix_hp() -> None:
+    short = {"train_batch_size": "bs", "learning_rate": "lr"}
+    assert format_fix_hp({}, short) == "/"
+    assert format_fix_hp({"train_batch_size": 8, "learning_rate": 1e-05}, short) == "bs=8,lr=1e-05"
+    assert format_fix_hp({"warmup_steps": 0, "fused": True}, short) == "warmup_steps=0,fused=true"
+    assert format_fix_hp({"precision": "fp16"}, short, exclude=["precision"]) == "/"
+
+
+def test_markdown_reproduces_seed_001() -> None:
+    assert to_markdown(seed001_records()) == "\n".join(
+        [
+            "### distilbert-pytorch",
+            "",
+            "| 配置 | precision | fix_hp | e2e_time | p_whole | p_train | p_core | acc | mem |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "| A100单机8卡（1x8） | fp32 | / | 361.0 | 1764.0 | 1861.9 | 1942.6 | 0.915 | 13.9/40.0 |",  # noqa: E501 (seed rows verbatim)
+            "| A100单机8卡（1x8） | fp32 | bs=96 | 334.7 | 2019.1 | 2135.8 | 2181.0 | 0.908 | 33.4/40.0 |",  # noqa: E501 (seed rows verbatim)
+            "| A100单机单卡（1x1） | fp32 | bs=96,lr=0.00015 | 720.8 | 283.7 | 286.1 | 287.9 | 0.912 | 32.7/40.0 |",  # noqa: E501 (seed rows verbatim)
+            "| A100两机8卡（2x8） | fp32 | bs=96 | 58.9 | 3531.1 | 3892.3 | 4058.3 | 0.911 | 32.9/40.0 |",  # noqa: E501 (seed rows verbatim)
+            "",
+            "Units: e2e_time: seconds; p_whole: samples/s; p_train: samples/s; p_core: samples/s;"
+            " acc: fraction of 1; mem: GiB used/total.",
+            "",
+        ]
+    )
+
+
+def test_markdown_llama_finetune_seed_003() -> None:
+    records = [
+        llama_finetune(
+            "l1",
+            {},
+            {
+                "tokens_per_s_per_device": 2788.2,
+                "loss": 1.64,
+                "acc": 0.38,
+                "mem_used_gib": 37.3,
+                "mem_total_gib": 40.0,
+            },
+        ),
+        llama_finetune(
+            "l2",
+            {"precision": "fp16", "local_batchsize": 4},
+            {
+                "tokens_per_s_per_device": 4017,
+                "loss": 1.77,
+                "acc": 0.43,
+                "mem_used_gib": 32.0,
+                "mem_total_gib": 40.0,
+                "mfu": 0.361,
+            },
+        ),
+    ]
+    lines = to_markdown(records).splitlines()
+    assert lines[2] == "| 配置 | fix_hp | tokens/p/s | loss | mem | acc(MMLU) | MFU |"
+    # No precision column here, so a precision override shows in fix_hp, as in seed 003.
+    assert lines[4] == "| A100单机单卡（1x1） | / | 2788 | 1.64 | 37.3/40.0 | 0.380 | / |"
+    assert lines[5] == (
+        "| A100单机单卡（1x1） | 数据精度=fp16,local_batchsize=4 | 4017 | 1.77 | 32.0/40.0 | 0.430 "
+        "| 36.1% |"
+    )
+
+
+def test_markdown_inference_seed_002() -> None:
+    lines = to_markdown([inference("i1")]).splitlines()
+    assert lines[0] == "### aquila_33b-inference"
+    assert lines[2] == (
+        "| 配置 | precision | e2e_time | p_val_whole | p_val_core | p_infer_whole | p_infer_core "
+        "| MFU | loss | mem |"
+    )
+    assert lines[4] == (
+        "| A100单机8卡（1x8） | fp16 | 2479.9 | / | / | 8711.0 | 8724.0 | 23.8% | 3.0075 | 12.3/40.0 |"  # noqa: E501
+    )
+
+
+def test_markdown_one_table_per_case() -> None:
+    text = to_markdown([seed001_records()[0], inference("i1"), seed001_records()[2]])
+    assert text.count("### ") == 2
+    distil, infer = text.split("\n### ")
+    assert distil.count("| A100") == 2
+    assert infer.startswith("aquila_33b-inference")
+    assert to_markdown([]) == ""
+
+
+def test_markdown_marks_failed_runs() -> None:
+    ok, bad = seed001_records()[2], seed001_records()[3]
+    failed = bad.model_validate(
+        {
+            **bad.model_dump(),
+            "status": "failed",
+            "error": "CUDA out of memory | rank 3",
+            "metrics": {"e2e_time": 40.2, "mem_used_gib": 39.9, "mem_total_gib": 40.0},
+        }
+    )
+    lines = to_markdown([ok, failed]).splitlines()
+    assert lines[2].endswith("| mem | status |")
+    assert lines[4].endswith("| 32.7/40.0 | passed |")
+    assert lines[5] == (
+        "| A100两机8卡（2x8） | fp32 | bs=96 | 40.2 | / | / | / | / | 39.9/40.0 "
+        "| failed: CUDA out of memory \\| rank 3 |"
+    )
+    # All passed: no status column (the seeds have none).
+    assert "status" not in to_markdown([ok])
+
+
+def test_csv_parses_back() -> None:
+    records = seed001_records() + [inference("i1")]
+    rows = list(csv.DictReader(io.StringIO(to_csv(records))))
+    units = {m.name: m.unit for m in METRICS.values()}
+    assert list(rows[0]) == [
+        "run_id",
+        "case",
+        "vendor",
+        "config",
+        "status",
+        "started",
+        "precision",
+        "fix_hp",
+        *(f"{k} ({units[k]})" if units[k] else k for k in METRIC_KEYS),
+    ]
+    assert [row["run_id"] for row in rows] == ["r1", "r2", "r3", "r4", "i1"]
+    assert json.loads(rows[2]["fix_hp"]) == {"train_batch_size": 96, "learning_rate": 0.00015}
+    assert float(rows[2]["p_core (samples/s)"]) == 287.9
+    assert rows[2]["loss"] == ""  # unknown -> empty cell
+    assert float(rows[4]["mfu (fraction)"]) == 0.238

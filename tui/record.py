@@ -1,0 +1,230 @@
+"""The run record: what one case run was, how it ended and what it measured.
+
+Its fields are defined once, here; ``docs/record.md`` describes them. The JSON form
+(``result.json``, ``fleetperf results --format json``) is every field except the few the
+store and the tables keep for themselves (``INTERNAL``). Metric names and units come from
+the registry (``harness.metrics``) plus the metrics a case declares in its case.yaml.
+Controller code: no torch, no textual.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import UTC, datetime
+from typing import Any, Literal, Self
+
+from harness.metrics import METRICS, Metric, registry
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Status = Literal["passed", "failed", "aborted", "running", "interrupted"]
+STATUSES = ("passed", "failed", "aborted", "running", "interrupted")
+
+# Every record carries all standard metrics (null where not applicable): one JSON/CSV shape.
+METRIC_KEYS = tuple(METRICS)
+INFER_METRICS = ("p_val_whole", "p_val_core", "p_infer_whole", "p_infer_core")
+
+# Report columns that are not metrics: the tables build them from other fields.
+TABLE_ONLY_COLUMNS = ("precision", "fix_hp", "mem")
+# Seed 003 writes "token/p/s", seed 004 and DESIGN's metric table "tokens/p/s": both name
+# the same metric; "MFU" is the seeds' header for mfu.
+COLUMN_ALIASES = {
+    "token/p/s": "tokens_per_s_per_device",
+    "tokens/p/s": "tokens_per_s_per_device",
+    "MFU": "mfu",
+}
+# "acc(MMLU)" (seed 003): a known column with a qualifier, shown verbatim as the header.
+QUALIFIED = re.compile(r"^(?P<key>[^()]+)\((?P<qualifier>[^()]+)\)$")
+_CONFIG = re.compile(r"^(?P<chip>.+)x(?P<nnodes>\d+)x(?P<nproc>\d+)$")
+
+# Seed 000/001 (training) and seed 002 (inference) layouts: used when a record names none.
+TRAIN_COLUMNS = ("precision", "fix_hp", "e2e_time", "p_whole", "p_train", "p_core", "acc", "mem")
+INFER_COLUMNS = (
+    "precision",
+    "e2e_time",
+    "p_val_whole",
+    "p_val_core",
+    "p_infer_whole",
+    "p_infer_core",
+    "mfu",
+    "loss",
+    "mem",
+)
+
+
+class CaseMetric(BaseModel):
+    """A metric a case declares in case.yaml (``metrics:``): the registry's fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    unit: str
+    higher_is_better: bool | None
+    fmt: str = ".1f"
+    meaning: str
+
+    @field_validator("fmt")
+    @classmethod
+    def _valid_fmt(cls, value: str) -> str:
+        if value != "pct":
+            format(1.5, value)  # ValueError for a spec Python cannot apply
+        return value
+
+    def metric(self) -> Metric:
+        return Metric(self.name, self.unit, self.higher_is_better, self.fmt, self.meaning)
+
+
+def metric_registry(case_metrics: list[CaseMetric]) -> dict[str, Metric]:
+    """The standard metrics and a case's own; ValueError if the case redefines a standard one."""
+    return registry(m.metric() for m in case_metrics)
+
+
+def column_key(spec: str, metrics: dict[str, Metric]) -> str:
+    """The metric/table key a report column names; ValueError for an unknown one."""
+    match = QUALIFIED.match(spec)
+    key = match.group("key") if match else spec
+    key = COLUMN_ALIASES.get(key, key)
+    if key not in metrics and key not in TABLE_ONLY_COLUMNS:
+        known = ", ".join((*TABLE_ONLY_COLUMNS, *metrics, *COLUMN_ALIASES))
+        raise ValueError(f"unknown report column {spec!r} (known: {known})")
+    return key
+
+
+def now_utc_iso() -> str:
+    """The current time in the records' timestamp form, e.g. 2026-11-21T19:30:00Z."""
+    return utc_iso(datetime.now(UTC))
+
+
+def utc_iso(value: str | datetime) -> str:
+    """Normalise to UTC at whole seconds with a Z suffix: one fixed-width form sorts right."""
+    dt = value if isinstance(value, datetime) else datetime.fromisoformat(value)
+    if dt.tzinfo is None:
+        raise ValueError(f"timestamp {value!s} has no UTC offset (write it as ...Z)")
+    return dt.astimezone(UTC).replace(tzinfo=None, microsecond=0).isoformat() + "Z"
+
+
+class RunRecord(BaseModel):
+    """One case run. Field order is the JSON record's order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str = Field(min_length=1)
+    case: str = Field(min_length=1)
+    vendor: str = Field(min_length=1)
+    config: str = Field(min_length=1)
+    hosts: list[str] = Field(default_factory=list)
+    status: Status
+    error: str | None = None
+    started: str
+    finished: str | None = None  # None while running
+    precision: str | None = None
+    fix_hp: dict[str, Any] = Field(default_factory=dict)
+    metrics: dict[str, float | None] = Field(default_factory=dict)
+    # The workload's own words, e.g. why p_core < p_train.
+    notes: list[str] = Field(default_factory=list)
+    # What the workload saw (hostname, CPU, accelerator, versions; the harness writes it).
+    environment: dict[str, Any] = Field(default_factory=dict)
+    # What the controller knows: how and where the workload ran.
+    executor: str | None = None
+    image: str | None = None
+    load_avg: float | None = None  # 1-minute load average of the first host at the start
+    case_metrics: list[CaseMetric] = Field(default_factory=list)
+
+    # INTERNAL: for the store, the tables and cleanup; not part of the JSON record.
+    batch_id: str | None = None
+    chip: str = ""
+    nnodes: int | None = Field(default=None, ge=1)
+    nproc_per_node: int | None = Field(default=None, ge=1)
+    columns: list[str] = Field(default_factory=list)
+    short_names: dict[str, str] = Field(default_factory=dict)
+    run_dir: str | None = None
+    inventory: str | None = None
+    controller: str | None = None  # "hostname:pid" of the controller that ran it
+    cleaned: bool = False  # an interrupted run whose remote work `fleetperf cleanup` stopped
+
+    @field_validator("started", "finished", mode="before")
+    @classmethod
+    def _timestamp(cls, value: Any) -> Any:
+        return utc_iso(value) if isinstance(value, str | datetime) else value
+
+    @field_validator("error")
+    @classmethod
+    def _one_line(cls, value: str | None) -> str | None:
+        # One line; joining keeps every part of a multi-line message.
+        if value is None:
+            return None
+        lines = [line.strip() for line in value.splitlines() if line.strip()]
+        return "; ".join(lines) or None
+
+    @field_validator("fix_hp", "environment")
+    @classmethod
+    def _json_values(cls, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"must hold plain JSON values: {exc}") from exc
+        return value
+
+    @model_validator(mode="after")
+    def _derive(self) -> Self:
+        self._fill_from_config()
+        metrics = self.registry()
+        unknown = sorted(set(self.metrics) - set(metrics))
+        if unknown:
+            raise ValueError(f"unknown metrics {unknown} (known: {', '.join(metrics)})")
+        # JSON has no NaN/inf: a diverged value is stored as unknown; status/error say why.
+        self.metrics = {
+            key: v if v is not None and math.isfinite(v) else None
+            for key in metrics
+            for v in [self.metrics.get(key)]
+        }
+        # Plain aliases collapse to the key so records of one case merge into one column;
+        # a qualified column ("acc(MMLU)") stays as written. Unknown ones: ValueError.
+        self.columns = [
+            spec if QUALIFIED.match(spec) else key
+            for spec in self.columns
+            for key in [column_key(spec, metrics)]
+        ]
+        if not self.columns:
+            inference = any(self.metrics[key] is not None for key in INFER_METRICS)
+            self.columns = list(INFER_COLUMNS if inference else TRAIN_COLUMNS)
+        return self
+
+    def registry(self) -> dict[str, Metric]:
+        return metric_registry(self.case_metrics)
+
+    def _fill_from_config(self) -> None:
+        """chip/nnodes/nproc_per_node default from config "CHIPxNNODESxNPROC"; must agree."""
+        match = _CONFIG.match(self.config)
+        if match is None:
+            if not self.chip or self.nnodes is None or self.nproc_per_node is None:
+                raise ValueError(
+                    f"config {self.config!r} is not CHIPxNNODESxNPROC: "
+                    "give chip, nnodes and nproc_per_node"
+                )
+            return
+        parsed = (match["chip"], int(match["nnodes"]), int(match["nproc"]))
+        given = (self.chip or parsed[0], self.nnodes or parsed[1], self.nproc_per_node or parsed[2])
+        if given != parsed:
+            raise ValueError(f"config {self.config!r} disagrees with chip/nnodes/nproc {given}")
+        self.chip, self.nnodes, self.nproc_per_node = parsed
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The JSON record: exactly RECORD_KEYS, in that order."""
+        return self.model_dump(mode="json", include=set(RECORD_KEYS))
+
+
+INTERNAL = (
+    "batch_id",
+    "chip",
+    "nnodes",
+    "nproc_per_node",
+    "columns",
+    "short_names",
+    "run_dir",
+    "inventory",
+    "controller",
+    "cleaned",
+)
+RECORD_KEYS = tuple(name for name in RunRecord.model_fields if name not in INTERNAL)

@@ -1,0 +1,346 @@
+"""The engine: plan runs, execute them on free hosts, record and store what they did.
+
+Both front ends drive it: ``--batch`` (tui/batch.py, a printer) and the terminal app
+(tui/app/). ``Session.plan`` checks everything before anything starts; ``Session.start``
+runs the plans in background threads, each run on its own hosts through its own
+ansible-runner, runs that share no host at the same time. Callbacks run on engine threads.
+No torch, no textual.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from tui import catalog, fleet
+from tui.events import CaseResult, Event, RunFinished, RunStarted
+from tui.record import CaseMetric, RunRecord, now_utc_iso
+from tui.store import ResultStore
+
+RunStatus = Literal["queued", "running", "passed", "failed", "aborted", "bad_input"]
+Callback = Callable[[Event], None]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    run_id: str
+    spec: catalog.RunSpec
+    hosts: list[str]
+
+
+class _Subscribers:
+    """Callbacks for a stream of events. A late subscriber first gets the events so far,
+    so subscribing just after ``start()`` misses nothing (events emitted during that
+    replay may interleave with it)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._callbacks: list[Callback] = []
+        self._history: list[Event] = []
+
+    def subscribe(self, cb: Callback) -> Callable[[], None]:
+        with self._lock:
+            self._callbacks.append(cb)
+            past = list(self._history)
+        for ev in past:
+            cb(ev)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if cb in self._callbacks:
+                    self._callbacks.remove(cb)
+
+        return unsubscribe
+
+    def emit(self, ev: Event) -> None:
+        with self._lock:
+            self._history.append(ev)
+            callbacks = list(self._callbacks)
+        for cb in callbacks:
+            cb(ev)
+
+
+class RunHandle:
+    """One planned run: its status, its record once it ended, its events."""
+
+    def __init__(self, plan: RunPlan, batch: Batch) -> None:
+        self.run_id = plan.run_id
+        self.plan = plan
+        self.status: RunStatus = "queued"
+        self.record: RunRecord | None = None
+        self.error: str | None = None
+        self._batch = batch
+        self._subscribers = _Subscribers()
+        self._cancel = threading.Event()
+        self._done = threading.Event()
+
+    def subscribe(self, cb: Callback) -> Callable[[], None]:
+        return self._subscribers.subscribe(cb)
+
+    def cancel(self) -> None:
+        """Stop the run (remote work included); a queued run never starts."""
+        self._cancel.set()
+
+    def wait(self, timeout: float | None = None) -> RunRecord | None:
+        self._done.wait(timeout)
+        return self.record
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def _emit(self, ev: Event) -> None:
+        self._subscribers.emit(ev)
+        self._batch._subscribers.emit(ev)
+
+    def _finish(self, status: RunStatus, error: str | None, record: RunRecord | None) -> None:
+        self.status, self.error, self.record = status, error, record
+        self._emit(RunFinished(self.run_id, status, error, time.time()))
+        self._done.set()
+
+
+class Batch:
+    """Runs started together; a run waits while another run of the batch holds its hosts."""
+
+    def __init__(self, session: Session, plans: list[RunPlan]) -> None:
+        self.batch_id = fleet.new_run_id("batch")
+        self.runs = [RunHandle(plan, self) for plan in plans]
+        self._session = session
+        self._subscribers = _Subscribers()
+        self._stop = threading.Event()
+        self._wake = threading.Condition()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._schedule, name=self.batch_id, daemon=True)
+
+    def subscribe(self, cb: Callback) -> Callable[[], None]:
+        return self._subscribers.subscribe(cb)
+
+    def cancel(self) -> None:
+        """Stop every run: running ones stop their remote work, queued ones never start."""
+        self._stop.set()
+        for run in self.runs:
+            run.cancel()
+        with self._wake:
+            self._wake.notify_all()
+
+    def wait(self, timeout: float | None = None) -> list[RunRecord]:
+        self._done.wait(timeout)
+        return [run.record for run in self.runs if run.record is not None]
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def _schedule(self) -> None:
+        queue, busy, threads = list(self.runs), set[str](), []
+        try:
+            while queue:
+                with self._wake:
+                    if self._stop.is_set():
+                        break
+                    claimed = set(busy)
+                    for run in list(queue):
+                        if run._cancel.is_set():
+                            queue.remove(run)
+                            run._finish("aborted", "cancelled before it started", None)
+                        elif claimed.isdisjoint(run.plan.hosts):
+                            queue.remove(run)
+                            busy.update(run.plan.hosts)
+                            thread = threading.Thread(
+                                target=self._run, args=(run, busy), name=run.run_id, daemon=True
+                            )
+                            threads.append(thread)
+                            thread.start()
+                        # Later runs may not overtake an earlier one waiting for its hosts.
+                        claimed.update(run.plan.hosts)
+                    if queue:
+                        self._wake.wait(0.5)
+            for run in queue:
+                run._finish("aborted", "not started: the batch stopped", None)
+            for thread in threads:
+                thread.join()
+        finally:
+            self._done.set()
+
+    def _run(self, run: RunHandle, busy: set[str]) -> None:
+        try:
+            self._session._execute(run, self.batch_id)
+        finally:
+            with self._wake:
+                busy.difference_update(run.plan.hosts)
+                if run.status in ("aborted", "bad_input"):
+                    self._stop.set()  # as one run is refused or aborted, the batch stops
+                self._wake.notify_all()
+
+
+class Session:
+    """Plans and runs cases against one inventory, one results directory, one data root."""
+
+    def __init__(self, inventory: Path, results_dir: Path, data_root: Path) -> None:
+        self.inventory = inventory
+        self.results_dir = results_dir
+        self.data_root = data_root
+        self.store = ResultStore(results_dir / "fleetperf.sqlite")
+        self._inventory: fleet.Inventory | None = None
+        # Runs that a controller on this machine left running when it died.
+        self.interrupted = mark_interrupted(self.store)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def plan(
+        self, pairs: list[tuple[str, str]], sets: dict | None = None, repeat: int = 1
+    ) -> list[RunPlan]:
+        """Every case x config resolved and given hosts; CatalogError (one line) on bad input."""
+        if repeat < 1:
+            raise catalog.CatalogError(f"--repeat {repeat}: must be at least 1")
+        specs = []
+        for case_name, ref in pairs:
+            case = catalog.load_case(case_name)
+            spec = catalog.resolve(case, catalog.load_config(case, ref), sets)
+            specs.append(spec)
+        if self._inventory is None:
+            self._inventory = fleet.load_inventory(self.inventory)
+        used: dict[str, int] = {}
+        plans = []
+        for spec in specs:
+            for _ in range(repeat):
+                hosts = fleet.select_hosts(self._inventory, spec, used)
+                for host in hosts:
+                    used[host] = used.get(host, 0) + 1
+                plans.append(RunPlan(fleet.new_run_id(spec.case.name), spec, hosts))
+        return plans
+
+    def start(self, plans: list[RunPlan]) -> Batch:
+        batch = Batch(self, plans)
+        batch._thread.start()
+        return batch
+
+    def _launch(self, plan: RunPlan) -> fleet.Launch:
+        return fleet.Launch(
+            spec=plan.spec,
+            run_id=plan.run_id,
+            hosts=plan.hosts,
+            inventory=self.inventory,
+            results_dir=self.results_dir,
+            data_root=self.data_root,
+        )
+
+    def _execute(self, run: RunHandle, batch_id: str) -> None:
+        plan, launch = run.plan, self._launch(run.plan)
+        record = self._record(launch, batch_id)
+        self.store.add(record)  # 'running': a controller killed now leaves a trace
+        run.status = "running"
+        spec = plan.spec
+        run._emit(RunStarted(run.run_id, spec.case.name, spec.config.ref, plan.hosts, time.time()))
+        try:
+            outcome = fleet.run_case(launch, run._emit, run._cancel)
+        except Exception as exc:  # a bug: keep the run's trace, say so, go on
+            traceback.print_exc()
+            outcome = fleet.Outcome("failed", f"internal error: {exc!r}", None, record.started)
+        if outcome.status == "bad_input":
+            # Refused in preflight: nothing ran, so nothing is kept.
+            self.store.delete(run.run_id)
+            shutil.rmtree(launch.run_dir, ignore_errors=True)
+            run._finish("bad_input", outcome.error, None)
+            return
+        record = self._finished(record, outcome)
+        self.store.add(record)
+        result_json = json.dumps(record.to_json_dict(), indent=2, ensure_ascii=False)
+        (launch.run_dir / "result.json").write_text(result_json + "\n", encoding="utf-8")
+        run._finish(outcome.status, outcome.error, record)
+
+    def _record(self, launch: fleet.Launch, batch_id: str) -> RunRecord:
+        """The 'running' record of a run about to start: what the controller knows."""
+        spec, inv = launch.spec, self._inventory
+        first = launch.hosts[0]
+        executor = (inv.var(first, "fleetperf_executor") if inv else None) or "process"
+        image = inv.var(first, "fleetperf_image") if inv and executor != "process" else None
+        local = inv is not None and inv.var(first, "ansible_connection") == "local"
+        return RunRecord(
+            run_id=launch.run_id,
+            batch_id=batch_id,
+            case=spec.case.name,
+            vendor=spec.config.vendor,
+            config=spec.config.name,
+            chip=spec.config.chip,
+            nnodes=spec.config.nnodes,
+            nproc_per_node=spec.config.nproc_per_node,
+            hosts=launch.hosts,
+            status="running",
+            started=now_utc_iso(),
+            precision=spec.precision,
+            fix_hp={k: v for k, v in spec.fix_hp.items() if k != "precision"},
+            executor=str(executor),
+            image=str(image) if image else None,
+            # Only a host that is this machine has a load the controller can read.
+            load_avg=round(os.getloadavg()[0], 2) if local else None,
+            case_metrics=[CaseMetric(**m.model_dump()) for m in spec.case.metrics],
+            columns=spec.case.report,
+            short_names=spec.case.short_names,
+            run_dir=str(launch.run_dir),
+            inventory=str(launch.inventory),
+            controller=controller_id(),
+        )
+
+    def _finished(self, record: RunRecord, outcome: fleet.Outcome) -> RunRecord:
+        result: CaseResult | None = outcome.result
+        known = record.registry()
+        metrics = dict(result.metrics) if result else {}
+        notes = list(result.notes) if result else []
+        dropped = sorted(k for k in metrics if k not in known)
+        if dropped:
+            notes.append(f"metrics not in the registry, dropped: {', '.join(dropped)}")
+        return RunRecord.model_validate(
+            {
+                **record.model_dump(),
+                "status": outcome.status,
+                "error": outcome.error,
+                "finished": now_utc_iso(),
+                "metrics": {k: v for k, v in metrics.items() if k in known},
+                "notes": notes,
+                "environment": result.environment if result else {},
+            }
+        )
+
+
+def controller_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def mark_interrupted(store: ResultStore) -> list[RunRecord]:
+    """Runs left 'running' by a controller of this machine that is gone -> 'interrupted'."""
+    host = socket.gethostname()
+    marked = []
+    for record in store.list(status="running"):
+        owner, _, pid = (record.controller or "").rpartition(":")
+        if owner != host or not pid.isdigit() or _alive(int(pid)):
+            continue
+        record = record.model_copy(
+            update={
+                "status": "interrupted",
+                "error": "the controller stopped while the run was running",
+            }
+        )
+        store.add(record)
+        marked.append(record)
+    return marked

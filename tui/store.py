@@ -1,0 +1,251 @@
+"""The SQLite results store: one row per run, one row per known metric value.
+
+WAL and IMMEDIATE write transactions let several controllers (the app, cron batches)
+write one file at once: writers wait for each other instead of failing late.
+Controller code: no torch, no textual.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NamedTuple, Self
+
+from tui.record import RunRecord
+
+SCHEMA_VERSION = 2
+
+_RUNS_V2 = """CREATE TABLE runs (
+    run_id         TEXT PRIMARY KEY,
+    batch_id       TEXT,
+    case_name      TEXT NOT NULL,
+    vendor         TEXT NOT NULL,
+    config         TEXT NOT NULL,
+    chip           TEXT NOT NULL,
+    nnodes         INTEGER NOT NULL,
+    nproc_per_node INTEGER NOT NULL,
+    hosts          TEXT NOT NULL,  -- JSON list
+    status         TEXT NOT NULL CHECK (status IN
+                       ('passed', 'failed', 'aborted', 'running', 'interrupted')),
+    error          TEXT,
+    started        TEXT NOT NULL,  -- ISO-8601 UTC, ...Z: sorts as text
+    finished       TEXT,
+    precision      TEXT,
+    fix_hp         TEXT NOT NULL,  -- JSON object
+    notes          TEXT NOT NULL,  -- JSON list
+    environment    TEXT NOT NULL,  -- JSON object
+    executor       TEXT,
+    image          TEXT,
+    load_avg       REAL,
+    case_metrics   TEXT NOT NULL,  -- JSON list of metric definitions
+    report_columns TEXT NOT NULL,  -- JSON list
+    short_names    TEXT NOT NULL,  -- JSON object
+    run_dir        TEXT,
+    inventory      TEXT,
+    controller     TEXT,
+    cleaned        INTEGER NOT NULL DEFAULT 0
+)"""
+_METRICS = """CREATE TABLE metrics (
+    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+    name   TEXT NOT NULL,
+    value  REAL NOT NULL,
+    PRIMARY KEY (run_id, name)
+)"""
+_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS runs_by_case ON runs (case_name, started)",
+    "CREATE INDEX IF NOT EXISTS runs_by_batch ON runs (batch_id)",
+    "CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status)",
+    "CREATE INDEX IF NOT EXISTS metrics_by_name ON metrics (name, run_id)",
+)
+# Version 1 columns, in the order version 2 keeps them (a v1 store is migrated on open).
+_V1_COLUMNS = (
+    "run_id, batch_id, case_name, vendor, config, chip, nnodes, nproc_per_node, hosts, "
+    "status, error, started, finished, precision, fix_hp, report_columns, short_names, "
+    "notes, run_dir"
+)
+
+# Record field -> column, where the name differs ("case" is an SQL keyword).
+_COLUMN = {"case": "case_name", "columns": "report_columns"}
+_RUN_FIELDS = tuple(name for name in RunRecord.model_fields if name != "metrics")
+_JSON_FIELDS = ("hosts", "fix_hp", "notes", "environment", "case_metrics", "columns", "short_names")
+_COLUMNS = tuple(_COLUMN.get(f, f) for f in _RUN_FIELDS)
+_UPSERT_RUN = (
+    f"INSERT INTO runs ({', '.join(_COLUMNS)}) "
+    f"VALUES ({', '.join(':' + c for c in _COLUMNS)}) "
+    "ON CONFLICT (run_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
+)
+
+
+class StoreError(Exception):
+    """The results file cannot be used (not a store, or written by a newer fleetperf)."""
+
+
+class MetricPoint(NamedTuple):
+    """One known value of one metric in one run, for history views."""
+
+    run_id: str
+    case: str
+    config: str
+    status: str
+    started: str
+    value: float
+
+
+class ResultStore:
+    """Run records in one SQLite file, safe to share between threads and processes."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # One connection shared by engine threads; the lock serialises its use.
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(
+            self.path, timeout=60.0, isolation_level=None, check_same_thread=False
+        )
+        self._conn.row_factory = sqlite3.Row
+        try:
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._create_or_migrate()
+            self._conn.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            raise StoreError(f"{self.path}: not a usable results store ({exc})") from exc
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    @contextmanager
+    def _transaction(self, write: bool = True) -> Iterator[sqlite3.Connection]:
+        # Writes: IMMEDIATE takes the write lock up front, so two writers wait for each
+        # other instead of failing late. Reads: one snapshot, so a run and its metrics
+        # come from the same commit.
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            try:
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+
+    def _create_or_migrate(self) -> None:
+        # Foreign keys stay off here: rebuilding runs must not cascade into metrics.
+        with self._transaction() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path}: schema version {version} is newer than this fleetperf "
+                    f"({SCHEMA_VERSION}); upgrade fleetperf"
+                )
+            if version == 0:
+                conn.execute(_RUNS_V2)
+                conn.execute(_METRICS)
+            elif version == 1:  # new columns, and a status check that knows 'running'
+                conn.execute(_RUNS_V2.replace("CREATE TABLE runs", "CREATE TABLE runs_v2"))
+                conn.execute(
+                    f"INSERT INTO runs_v2 ({_V1_COLUMNS}, environment, case_metrics) "
+                    f"SELECT {_V1_COLUMNS}, '{{}}', '[]' FROM runs"
+                )
+                conn.execute("DROP TABLE runs")
+                conn.execute("ALTER TABLE runs_v2 RENAME TO runs")
+            for statement in _INDEXES:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def add(self, record: RunRecord) -> None:
+        """Insert, or replace the run with the same run_id (its metrics too), atomically."""
+        metrics = [(record.run_id, k, v) for k, v in record.metrics.items() if v is not None]
+        with self._transaction() as conn:
+            conn.execute(_UPSERT_RUN, _run_row(record))
+            conn.execute("DELETE FROM metrics WHERE run_id = ?", (record.run_id,))
+            conn.executemany("INSERT INTO metrics (run_id, name, value) VALUES (?, ?, ?)", metrics)
+
+    def get(self, run_id: str) -> RunRecord | None:
+        with self._transaction(write=False) as conn:
+            row = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            return None if row is None else _read_record(conn, row)
+
+    def list(
+        self,
+        case: str | None = None,
+        limit: int | None = None,
+        batch_id: str | None = None,
+        status: str | None = None,
+    ) -> list[RunRecord]:
+        """Runs oldest first; with limit, the newest `limit` of them (still oldest first)."""
+        if limit is not None and limit < 0:
+            raise ValueError("limit must be >= 0")
+        conditions, params = _filters(case=case, batch_id=batch_id, status=status)
+        sql = f"SELECT * FROM runs r{_where(conditions)} ORDER BY started DESC, run_id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(sql, params).fetchall()
+            return [_read_record(conn, row) for row in reversed(rows)]
+
+    def delete(self, run_id: str) -> bool:
+        """Remove one run and its metrics; False if there was none."""
+        with self._transaction() as conn:
+            return conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,)).rowcount > 0
+
+    def metric_history(
+        self, metric: str, case: str | None = None, config: str | None = None
+    ) -> list[MetricPoint]:
+        """Known values of one metric across runs, oldest first (all statuses: filter them)."""
+        conditions, params = _filters(case=case, config=config)
+        sql = (
+            "SELECT r.run_id, r.case_name, r.config, r.status, r.started, m.value "
+            "FROM metrics m JOIN runs r USING (run_id)"
+            f"{_where(['m.name = ?', *conditions])} ORDER BY r.started, r.run_id"
+        )
+        with self._transaction(write=False) as conn:
+            rows = conn.execute(sql, [metric, *params]).fetchall()
+        return [MetricPoint(*row) for row in rows]
+
+
+def _read_record(conn: sqlite3.Connection, row: sqlite3.Row) -> RunRecord:
+    metrics = conn.execute(
+        "SELECT name, value FROM metrics WHERE run_id = ?", (row["run_id"],)
+    ).fetchall()
+    fields: dict[str, Any] = {}
+    for name in _RUN_FIELDS:
+        value = row[_COLUMN.get(name, name)]
+        fields[name] = json.loads(value) if name in _JSON_FIELDS else value
+    fields["cleaned"] = bool(fields["cleaned"])
+    return RunRecord(**fields, metrics={name: value for name, value in metrics})
+
+
+def _run_row(record: RunRecord) -> dict[str, Any]:
+    data = record.model_dump(mode="json", exclude={"metrics"})
+    return {
+        _COLUMN.get(name, name): json.dumps(data[name], ensure_ascii=False)
+        if name in _JSON_FIELDS
+        else data[name]
+        for name in _RUN_FIELDS
+    }
+
+
+def _filters(**equals: str | None) -> tuple[list[str], list[Any]]:
+    """Conditions on runs (aliased r) for the filters that are set, and their parameters."""
+    set_filters = {k: v for k, v in equals.items() if v is not None}
+    return [f"r.{_COLUMN.get(k, k)} = ?" for k in set_filters], list(set_filters.values())
+
+
+def _where(conditions: list[str]) -> str:
+    return " WHERE " + " AND ".join(conditions) if conditions else ""
