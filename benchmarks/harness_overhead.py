@@ -80,8 +80,8 @@ class Loop:
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3)
         self.batches = make_batches(8, args.batch_size, args.seq_len, vocab, args.seed)
         self.log_every = args.log_every
-        self.device = torch.device("cpu")
-        self.perf = harness.PerfTracker(5, harness.device_synchronizer(self.device))
+        self.device = harness.open_device("cpu", "fp32")
+        self.perf = harness.PerfTracker(5, self.device.synchronize, harness.barrier)
         self.events = harness.EventWriter(run_dir / "events.jsonl")
         self.memory = harness.MemoryMonitor(self.device)
         self.sysmon = harness.SysSampler(self.device, min_interval_s=0.0)
@@ -90,9 +90,9 @@ class Loop:
 
     def _train_step(self, batch: dict) -> torch.Tensor:
         loss = self.model(
-            input_ids=batch["input_ids"].to(self.device),
-            attention_mask=batch["attention_mask"].to(self.device),
-            labels=batch["labels"].to(self.device),
+            input_ids=batch["input_ids"].to(self.device.torch_device),
+            attention_mask=batch["attention_mask"].to(self.device.torch_device),
+            labels=batch["labels"].to(self.device.torch_device),
         ).loss
         loss.backward()
         self.opt.step()
@@ -140,10 +140,11 @@ class Loop:
 
 def instrumentation_only(run_dir: Path, n: int, log_every: int) -> float:
     """Seconds per step of the instrumentation alone (no model), amortised over log steps."""
-    perf = harness.PerfTracker(5, harness.device_synchronizer("cpu"))
+    device = harness.open_device("cpu", "fp32")
+    perf = harness.PerfTracker(5, device.synchronize, harness.barrier)
     events = harness.EventWriter(run_dir / "bare.jsonl")
-    memory = harness.MemoryMonitor("cpu")
-    sysmon = harness.SysSampler("cpu", min_interval_s=0.0)
+    memory = harness.MemoryMonitor(device)
+    sysmon = harness.SysSampler(device, min_interval_s=0.0)
     t0 = time.perf_counter()
     for step in range(1, n + 1):
         perf.step_begin()
@@ -182,7 +183,6 @@ def main() -> int:
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    torch.set_flush_denormal(True)  # as run.py does on CPU
 
     with tempfile.TemporaryDirectory() as tmp:
         loop = Loop(args, Path(tmp))

@@ -14,12 +14,28 @@ from pathlib import Path
 
 import pytest
 
-from tui.results import TRAIN_METRICS
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "cases"))
+
+import harness  # noqa: E402
+
 CASE_DIR = REPO / "cases" / "distilbert-pytorch"
-# The contract: a result carries every training metric the controller's record knows.
-METRIC_KEYS = set(TRAIN_METRICS)
+# What a training result carries, every key a registry name (docs/workload-contract.md).
+METRIC_KEYS = {
+    "e2e_time",
+    "e2e_time_main",
+    "p_whole",
+    "p_train",
+    "p_core",
+    "tokens_per_s_per_device",
+    "warmup_samples",
+    "mfu",
+    "mfu_measured",
+    "acc",
+    "loss",
+    "mem_used_gib",
+    "mem_total_gib",
+}
 HP = {
     "precision": "fp32",
     "train_batch_size": 16,
@@ -55,17 +71,24 @@ def data_dir(tmp_path_factory) -> Path:
     return out
 
 
-def _run_dir(tmp_path: Path, nproc: int, chip: str = "CPU", **hp) -> Path:
+def _run_dir(
+    tmp_path: Path,
+    nproc: int,
+    chip: str = "CPU",
+    vendor: str = "cpu",
+    precision: str = "fp32",
+    **hp,
+) -> Path:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     config = {
         "run_id": "test",
         "case": "distilbert-pytorch",
-        "vendor": "cpu",
+        "vendor": vendor,
         "chip": chip,
         "nnodes": 1,
         "nproc_per_node": nproc,
-        "precision": "fp32",
+        "precision": precision,
         "hp": {**HP, **hp},
         "fix_hp": {},
     }
@@ -91,6 +114,33 @@ def _run_workload(
 def _events(run_dir: Path) -> list[dict]:
     lines = (run_dir / "events.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines]
+
+
+def _model_flops(data_dir: Path) -> harness.ModelFlops:
+    """The case's own FLOPs counting, applied to the staged checkpoint."""
+    sys.path.insert(0, str(CASE_DIR))
+    from run import model_flops
+    from transformers import DistilBertForSequenceClassification
+
+    model = DistilBertForSequenceClassification.from_pretrained(data_dir / "checkpoint")
+    return model_flops(model, HP["max_seq_length"])
+
+
+def _measured_peak(data_dir: Path, threads: int) -> float:
+    """The cached fp32 matmul rate the run divided by (peaks.json in the data root)."""
+    entries = json.loads((data_dir.parent / "peaks.json").read_text())["entries"]
+    (entry,) = [e for e in entries.values() if e["device"].endswith(f"({threads} threads)")]
+    return entry["matmul_flops"]
+
+
+def _check_rates(metrics: dict, world: int, data_dir: Path, threads: int) -> None:
+    """p_core >= p_train >= p_whole; mfu_measured = model FLOP/s per device / measured peak."""
+    assert metrics["p_core"] >= metrics["p_train"] > metrics["p_whole"] > 0
+    flops = _model_flops(data_dir)
+    # every sequence is padded to max_seq_length: padded tokens = samples x seq
+    per_sample = flops.of(HP["max_seq_length"], 1)
+    expected = per_sample * metrics["p_train"] / world / _measured_peak(data_dir, threads)
+    assert metrics["mfu_measured"] == pytest.approx(expected, rel=1e-6)
 
 
 def test_prepare_synthetic_layout(data_dir):
@@ -142,22 +192,26 @@ def test_single_process_run_converges_and_reports(tmp_path, data_dir):
     result = events[-1]
     metrics = result["metrics"]
     assert set(metrics) == METRIC_KEYS
+    assert set(harness.METRICS) >= METRIC_KEYS
     assert result["status"] == "passed" and result["converged"] is True
     assert metrics["acc"] >= HP["target_acc"]
     assert metrics["acc"] == [e for e in events if e["kind"] == "eval"][-1]["value"]
-    assert metrics["mfu"] is None  # CPU has no peak figure
-    assert any("mfu null" in n for n in result["notes"])
-    ordered = metrics["p_core"] >= metrics["p_train"] >= metrics["p_whole"]
-    assert ordered or any("p_core" in n for n in result["notes"])
-    assert metrics["p_train"] > metrics["p_whole"]  # evaluation time is taken out
-    assert metrics["e2e_time"] > steps[-1]["samples"] / metrics["p_whole"]  # init included
+    assert metrics["mfu"] is None  # no datasheet peak for a CPU
+    assert any("mfu null: no datasheet peak for device" in n for n in result["notes"])
+    _check_rates(metrics, 1, data_dir, threads=os.cpu_count() or 1)
+    assert metrics["warmup_samples"] == HP["warmup_steps"] * HP["train_batch_size"]
+    counted = steps[-1]["samples"] - metrics["warmup_samples"]
+    assert metrics["e2e_time"] > metrics["e2e_time_main"] > counted / metrics["p_whole"]
+    env = result["environment"]
+    assert env["accelerator"] == harness.device.cpu_model() and env["vendor"] == "cpu"
+    assert env["packages"]["torch"] == __import__("torch").__version__
     assert 0 < metrics["mem_used_gib"] < metrics["mem_total_gib"]
     assert metrics["loss"] == pytest.approx(steps[-1]["loss"])
     assert "result passed" in proc.stdout
 
 
 def test_two_processes_under_torchrun(tmp_path, data_dir):
-    # The chip only picks the peak figure: a CPU run labelled A100 exercises the MFU path.
+    # A config that says A100 on a host whose device is a CPU: no datasheet MFU, a note.
     run_dir = _run_dir(tmp_path, 2, chip="A100", max_samples=1600)
     torchrun = ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2")
     proc = _run_workload(run_dir, data_dir, launcher=torchrun, timeout=300)
@@ -172,19 +226,27 @@ def test_two_processes_under_torchrun(tmp_path, data_dir):
     metrics = result["metrics"]
     assert set(metrics) == METRIC_KEYS
     assert metrics["acc"] >= 0.9
-    # MFU = FLOPs/token x padded tokens per second per device / A100 fp32 peak (19.5 TF)
-    sys.path.insert(0, str(REPO / "cases"))
-    import harness
-    from transformers import DistilBertForSequenceClassification
+    assert metrics["mfu"] is None
+    cpu = harness.device.cpu_model()
+    assert any("'A100'" in n and repr(cpu) in n for n in result["notes"])
+    # torchrun gives each of the 2 processes one intra-op thread
+    _check_rates(metrics, 2, data_dir, threads=1)
 
-    model = DistilBertForSequenceClassification.from_pretrained(data_dir / "checkpoint")
-    c, seq = model.config, HP["max_seq_length"]
-    per_token = harness.training_flops_per_token(
-        harness.non_embedding_params(model), c.n_layers, c.n_heads, c.dim // c.n_heads, seq
-    )
-    padded_per_s_per_device = metrics["p_train"] * seq / 2
-    expected = per_token * padded_per_s_per_device / 19.5e12
-    assert metrics["mfu"] == pytest.approx(expected, rel=1e-6)
+
+@pytest.mark.parametrize(
+    ("vendor", "precision", "says"),
+    [
+        ("cpu", "amp", "precision 'amp' is not available on vendor 'cpu'; it has fp32, bf16"),
+        ("nvidia", "fp32", "vendor 'nvidia': no device for local rank 0"),
+    ],
+)
+def test_device_the_vendor_lacks_exits_2(tmp_path, data_dir, vendor, precision, says):
+    run_dir = _run_dir(tmp_path, 1, vendor=vendor, precision=precision)
+    proc = _run_workload(run_dir, data_dir, timeout=120)
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()  # one line, no traceback
+    assert line.startswith("error: ") and says in line
+    assert says in _events(run_dir)[0]["message"]
 
 
 def test_missing_data_dir_exits_2_naming_the_path(tmp_path):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -82,35 +81,17 @@ def collate(batch: list[tuple[list, int]], max_len: int, pad_id: int) -> dict[st
     }
 
 
-# ---------------------------------------------------------------------------- precision
-def precision_setup(precision: str, device: torch.device) -> tuple[Any, Any]:
-    """(autocast context factory, GradScaler or None) for the run's precision."""
-    p = precision.lower()
-    on_cuda = device.type == "cuda"
-    if p == "fp32":
-        return nullcontext, None
-    if p == "bf16":
-        return partial(torch.autocast, device.type, dtype=torch.bfloat16), None
-    if p == "tf32" and on_cuda:
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-        return nullcontext, None
-    if p in ("amp", "fp16") and on_cuda:  # autocast to float16 with loss scaling
-        return partial(torch.autocast, "cuda", dtype=torch.float16), torch.amp.GradScaler("cuda")
-    raise harness.InputError(f"precision {precision!r} is not supported on {device.type}")
-
-
 # ----------------------------------------------------------------------------- training
 @torch.no_grad()
-def evaluate(model: Any, loader: DataLoader, device: torch.device, autocast: Any) -> float:
+def evaluate(model: Any, loader: DataLoader, device: harness.Device) -> float:
     """Accuracy over the whole dev set (each rank scores its shard, counts are summed)."""
     model.eval()
     correct = total = 0
     for batch in loader:
-        with autocast():
+        with device.autocast():
             logits = model(
-                input_ids=batch["input_ids"].to(device),
-                attention_mask=batch["attention_mask"].to(device),
+                input_ids=batch["input_ids"].to(device.torch_device),
+                attention_mask=batch["attention_mask"].to(device.torch_device),
             ).logits
         correct += int((logits.argmax(-1).cpu() == batch["labels"]).sum())
         total += len(batch["labels"])
@@ -138,20 +119,16 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
         raise harness.InputError(f"{args.config}: hp {', '.join(bad)} must be positive")
     harness.require_paths(args.data_dir, REQUIRED_PATHS)
     precision = str(config.get("precision") or hp.get("precision") or "fp32")
-    chip = config.get("chip")
+    if not config.get("vendor"):
+        raise harness.InputError(f"{args.config}: no 'vendor'")
     bs, max_len = int(hp["train_batch_size"]), int(hp["max_seq_length"])
     log_every, world = int(hp["log_every_steps"]), env.world_size
     say = print if env.is_global_zero else (lambda *a, **k: None)
 
-    device = torch.device(f"cuda:{env.local_rank}" if torch.cuda.is_available() else "cpu")
-    if device.type == "cuda":
-        torch.cuda.set_device(device)
-    else:  # denormal floats appear as the model learns and slow CPU math several times over
-        torch.set_flush_denormal(True)
-    autocast, scaler = precision_setup(precision, device)
+    device = harness.open_device(str(config["vendor"]), precision, env.local_rank)
     harness.init_distributed(env, device)
     events.emit("start", world_size=world, case=CASE, precision=precision)
-    say(f"{CASE}: world_size {world}, device {device.type}, precision {precision}", flush=True)
+    say(f"{CASE}: world_size {world}, device {device.name}, precision {precision}", flush=True)
     torch.manual_seed(int(hp["seed"]))
 
     # model and tokenizer from the staged checkpoint (transformers imported late: it is slow)
@@ -162,16 +139,12 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
 
     ckpt = Path(args.data_dir) / "checkpoint"
     tokenizer = AutoTokenizer.from_pretrained(ckpt)
-    model = DistilBertForSequenceClassification.from_pretrained(ckpt, num_labels=2).to(device)
-    mcfg = model.config
-    n_params = harness.non_embedding_params(model)
-    flops_per_token = harness.training_flops_per_token(
-        n_params, mcfg.n_layers, mcfg.n_heads, mcfg.dim // mcfg.n_heads, max_len
-    )
+    model = DistilBertForSequenceClassification.from_pretrained(ckpt, num_labels=2)
+    model.to(device.torch_device)
+    flops = model_flops(model, max_len)
     raw_model = model  # evaluation runs on the bare model: ranks may see different batch counts
     if world > 1:
-        ids = [device.index] if device.type == "cuda" else None
-        model = DistributedDataParallel(model, device_ids=ids)
+        model = DistributedDataParallel(model, device_ids=device.ddp_device_ids)
 
     # data: train shuffled and split over ranks; dev split without padding for an exact acc
     sst = Path(args.data_dir) / "SST-2"
@@ -183,14 +156,13 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
         train, num_replicas=world, rank=env.rank, shuffle=True, seed=int(hp["seed"]), drop_last=True
     )
     workers = int(hp["num_workers"])
-    pin = device.type == "cuda"
     train_loader = DataLoader(
         train,
         batch_size=bs,
         sampler=sampler,
         collate_fn=coll,
         num_workers=workers,
-        pin_memory=pin,
+        pin_memory=device.pin_memory,
         drop_last=True,
     )
     dev_loader = DataLoader(
@@ -198,7 +170,7 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
         batch_size=int(hp["eval_batch_size"]),
         collate_fn=coll,
         num_workers=workers,
-        pin_memory=pin,
+        pin_memory=device.pin_memory,
     )
     if len(train_loader) == 0:
         raise harness.InputError(f"{sst / 'train.tsv'}: fewer rows than one global batch")
@@ -206,17 +178,12 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=float(hp["learning_rate"]), weight_decay=float(hp["weight_decay"])
     )
-    perf = harness.PerfTracker(int(hp["warmup_steps"]), harness.device_synchronizer(device))
+    perf = harness.PerfTracker(int(hp["warmup_steps"]), device.synchronize, harness.barrier)
     memory = harness.MemoryMonitor(device)
     sysmon = harness.SysSampler(device, min_interval_s=SYS_EVERY_S)
     max_samples, eval_every = int(hp["max_samples"]), int(hp["eval_every_samples"])
     target = float(hp["target_acc"])
-    say(
-        f"model: {n_params} non-embedding params, "
-        f"{flops_per_token:.4g} FLOPs/token at T={max_len}; "
-        f"train {len(train)} rows, dev {len(dev_all)} rows",
-        flush=True,
-    )
+    say(f"model: {flops.formula}; train {len(train)} rows, dev {len(dev_all)} rows", flush=True)
 
     step = samples = local_tokens = epoch = 0
     next_eval = eval_every
@@ -259,17 +226,17 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
     while not done:
         sampler.set_epoch(epoch)
         for batch in train_loader:  # loading and host-to-device copies: outside p_core
-            input_ids = batch["input_ids"].to(device, non_blocking=True)
-            attention_mask = batch["attention_mask"].to(device, non_blocking=True)
-            labels = batch["labels"].to(device, non_blocking=True)
+            input_ids = batch["input_ids"].to(device.torch_device, non_blocking=True)
+            attention_mask = batch["attention_mask"].to(device.torch_device, non_blocking=True)
+            labels = batch["labels"].to(device.torch_device, non_blocking=True)
 
             perf.step_begin()
-            with autocast():
+            with device.autocast():
                 loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
+            if device.scaler is not None:
+                device.scaler.scale(loss).backward()
+                device.scaler.step(optimizer)
+                device.scaler.update()
             else:
                 loss.backward()
                 optimizer.step()
@@ -286,7 +253,7 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
                 log_step()
             if samples >= next_eval or samples >= max_samples:
                 with perf.evaluating():
-                    acc = evaluate(raw_model, dev_loader, device, autocast)
+                    acc = evaluate(raw_model, dev_loader, device)
                 events.emit("eval", name="acc", value=acc, samples=samples)
                 say(f"eval samples {samples} acc {acc:.4f}", flush=True)
                 while next_eval <= samples:
@@ -300,57 +267,41 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
     if win_steps:
         log_step()
 
-    # result: counts summed over ranks, times of the slowest rank
-    tot = harness.reduce_totals(perf.totals())
-    metrics: dict[str, Any] = harness.throughput_metrics(tot, world)
-    train_only = tot.train_time - tot.eval_time
-    padded_per_s_per_device = tot.padded_tokens / train_only / world if train_only > 0 else None
-    used, total = memory.peak_gib()
-    used, total = harness.all_reduce([used or 0.0, total or 0.0], "max")
-    metrics.update(
-        mfu=harness.mfu(flops_per_token, padded_per_s_per_device, chip, precision),
-        acc=acc,
-        loss=last_loss,
-        mem_used_gib=used or None,
-        mem_total_gib=total or None,
-    )
-    notes = harness.ordering_notes(metrics, tot)
-    notes.append(
-        f"warm-up: {int(tot.warmup_steps)} steps, {tot.warmup_time:.3f} s of compute, "
-        "excluded from p_core"
-    )
-    notes.append("p_* count real samples; tokens_per_s_per_device counts real (non-pad) tokens")
-    notes.append(
-        f"mfu: {flops_per_token:.4g} FLOPs/token (PaLM 6N+12LHQT, N={n_params} params without "
-        f"embeddings, classifier head included, T={max_len}) x padded tokens per device / "
-        "training time without evaluation / peak"
-    )
-    if metrics["mfu"] is None:
-        notes.append(f"mfu null: no peak FLOP/s for chip {chip!r} at {precision} in harness.peak")
-    if device.type == "cpu":
-        notes.append("mem on CPU: peak process RSS / host memory")
-        notes.append("CPU: denormals flushed to zero (torch.set_flush_denormal)")
-    message = None if converged else f"target acc {target} not reached in {max_samples} samples"
+    totals = harness.reduce_totals(perf.totals())  # collectives: every rank takes part
+    mem = harness.reduce_memory(memory)
     harness.shutdown_distributed()
-    metrics["e2e_time"] = perf.e2e_time()
-    status = "passed" if converged else "failed"
-    events.emit(
-        "result",
-        status=status,
+    if not env.is_global_zero:
+        return 0
+    message = None if converged else f"target acc {target} not reached in {max_samples} samples"
+    result = harness.build_result(
+        totals=totals,
+        world_size=world,
+        device=device,
+        chip=config.get("chip"),
+        flops=flops,
+        memory=mem,
+        metrics={"acc": acc, "loss": last_loss},
         converged=converged,
         message=message,
-        metrics=metrics,
-        notes=notes,
-        world_size=world,  # beyond the contract's fields: which layout produced the metrics
+        peak_cache=harness.peak_cache_path(Path(args.data_dir).parent),
     )
-    say(
-        f"result {status}: "
-        + ", ".join(
-            f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items()
-        ),
-        flush=True,
-    )
+    events.emit("result", **result)
+    shown = ", ".join(f"{k}={v:.4g}" for k, v in result["metrics"].items() if v is not None)
+    say(f"result {result['status']}: {shown}", flush=True)
     return 0
+
+
+def model_flops(model: Any, seq_len: int) -> harness.ModelFlops:
+    """Training FLOPs: 6N+12LHQT per padded token for the encoder; the head (pre_classifier,
+    classifier) runs on the first token only: 6 x its parameters per sequence."""
+    c = model.config
+    head = harness.params_of(model.pre_classifier, model.classifier)
+    n_body = harness.non_embedding_params(model) - head
+    per_token = harness.training_flops_per_token(
+        n_body, c.n_layers, c.n_heads, c.dim // c.n_heads, seq_len
+    )
+    formula = f"6N+12LHQT, N={n_body} without embeddings and head, T={seq_len}; 6x{head} head"
+    return harness.ModelFlops(per_token, 6 * head, formula)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

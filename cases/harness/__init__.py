@@ -1,22 +1,34 @@
 """fleetperf's in-workload library: what every case uses to time, measure and report.
 
-Depends on torch only; psutil and nvidia-ml-py are imported lazily where present.
+Importing it imports no torch (the controller imports ``harness.metrics``,
+``harness.vendors`` and ``harness.peak_cache``); the parts that need torch import it when
+called. psutil and nvidia-ml-py are used where present. docs/harness.md is the guide.
 
-- ``events``   EventWriter (events.jsonl, the contract's rank rules)
-- ``perf``     PerfTracker (p_whole / p_train / p_core timers), PerfTotals, throughput_metrics,
-               ordering_notes, device_synchronizer, process_age_s
-- ``flops``    PaLM FLOPs-per-token formulas, non_embedding_params
-- ``peak``     PEAK_FLOPS table per chip and precision, peak_flops(), mfu()
-- ``memory``   MemoryMonitor: peak device memory (host RSS on CPU)
-- ``sysmon``   SysSampler: cpu %, host memory, device utilisation and power
-- ``dist``     DistEnv from torchrun's environment, process group, all_reduce, reduce_totals
-- ``workload`` InputError, load_config, guarded(): error events and exit codes
+- ``device``      open_device(): per vendor and precision, device, autocast, scaler, sync,
+                  backend, name; Device
+- ``vendors``     PRECISIONS_BY_VENDOR, precision_problem() (standard library only)
+- ``perf``        PerfTracker (nested p_whole / p_train / p_core windows), PerfTotals,
+                  merge_totals, throughput_metrics
+- ``result``      build_result(), ModelFlops: the ``result`` event payload
+- ``flops``       PaLM FLOPs-per-token formulas, non_embedding_params, params_of
+- ``peak``        datasheet PEAK_FLOPS per chip and math mode, chip_from_device_name
+- ``peakmeter``   measured matmul rate and memory bandwidth, cached (``peak_cache``)
+- ``metrics``     the metric registry (standard library only)
+- ``memory``      MemoryMonitor: peak device memory (process tree PSS/RSS on CPU)
+- ``sysmon``      SysSampler: cpu %, host memory, device utilisation and power
+- ``dist``        DistEnv, process group, barrier, all_reduce, reduce_totals, reduce_memory
+- ``environment`` the result's environment object
+- ``events``      EventWriter (events.jsonl, the contract's rank rules)
+- ``workload``    InputError, load_config, guarded(): error events and exit codes
 """
 
+from harness.device import Device, open_device
 from harness.dist import (
     DistEnv,
     all_reduce,
+    barrier,
     init_distributed,
+    reduce_memory,
     reduce_totals,
     shutdown_distributed,
 )
@@ -25,44 +37,61 @@ from harness.flops import (
     inference_flops_per_token,
     lora_training_flops_per_token,
     non_embedding_params,
+    params_of,
     training_flops_per_token,
 )
 from harness.memory import MemoryMonitor, host_total_gib
-from harness.peak import PEAK_FLOPS, mfu, peak_flops
+from harness.metrics import METRICS, Metric, registry
+from harness.peak import PEAK_FLOPS, chip_from_device_name, datasheet_peak, peak_flops
+from harness.peak_cache import cache_path as peak_cache_path
 from harness.perf import (
     PerfTotals,
     PerfTracker,
-    device_synchronizer,
-    ordering_notes,
+    merge_totals,
     process_age_s,
     throughput_metrics,
 )
+from harness.result import ModelFlops, build_result
 from harness.sysmon import SysSampler
+from harness.vendors import PRECISIONS_BY_VENDOR, precision_problem
 from harness.workload import InputError, guarded, load_config, require_paths
 
 __all__ = [
+    "METRICS",
     "PEAK_FLOPS",
+    "PRECISIONS_BY_VENDOR",
+    "Device",
     "DistEnv",
     "EventWriter",
     "InputError",
     "MemoryMonitor",
+    "Metric",
+    "ModelFlops",
     "PerfTotals",
     "PerfTracker",
     "SysSampler",
     "all_reduce",
-    "device_synchronizer",
+    "barrier",
+    "build_result",
+    "chip_from_device_name",
+    "datasheet_peak",
     "guarded",
     "host_total_gib",
     "inference_flops_per_token",
     "init_distributed",
     "load_config",
     "lora_training_flops_per_token",
-    "mfu",
+    "merge_totals",
     "non_embedding_params",
-    "ordering_notes",
+    "open_device",
+    "params_of",
+    "peak_cache_path",
     "peak_flops",
+    "precision_problem",
     "process_age_s",
+    "reduce_memory",
     "reduce_totals",
+    "registry",
     "require_paths",
     "shutdown_distributed",
     "throughput_metrics",

@@ -1,6 +1,7 @@
 """Process layout from torchrun's environment, and the few collectives the harness needs.
 
-Absent variables mean a single process. Backend: nccl on CUDA, gloo otherwise (contract).
+Absent variables mean a single process. The backend is the device layer's
+(``Device.backend``: nccl on nvidia, iluvatar and kunlunxin, gloo on cpu).
 """
 
 from __future__ import annotations
@@ -9,9 +10,13 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.perf import PerfTotals
+
+if TYPE_CHECKING:
+    from harness.device import Device
+    from harness.memory import MemoryMonitor
 
 _reduce_device: Any = None
 
@@ -45,42 +50,61 @@ class DistEnv:
         return self.rank == 0
 
 
-def init_distributed(env: DistEnv, device: Any, timeout_s: float = 600.0) -> None:
-    """Join the process group (a no-op for a single process)."""
+def init_distributed(env: DistEnv, device: Device, timeout_s: float = 600.0) -> None:
+    """Join the process group with the device's backend (a no-op for a single process)."""
     global _reduce_device
     import torch
     import torch.distributed as dist
 
-    dev = torch.device(device)
     if not env.distributed or dist.is_initialized():
         return
-    backend = "nccl" if dev.type == "cuda" else "gloo"
-    dist.init_process_group(backend, timeout=timedelta(seconds=timeout_s))
-    _reduce_device = dev if backend == "nccl" else torch.device("cpu")
+    dist.init_process_group(device.backend, timeout=timedelta(seconds=timeout_s))
+    _reduce_device = device.torch_device if device.backend != "gloo" else torch.device("cpu")
+
+
+def _initialized() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
+def barrier() -> None:
+    """Wait until every rank gets here (a no-op for a single process)."""
+    if _initialized():
+        import torch.distributed as dist
+
+        dist.barrier()
 
 
 def shutdown_distributed() -> None:
-    import torch.distributed as dist
+    if _initialized():
+        import torch.distributed as dist
 
-    if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
 
 
 def all_reduce(values: Sequence[float], op: str = "sum") -> list[float]:
     """Element-wise sum or max of ``values`` over all ranks (identity for one process)."""
+    if not _initialized():
+        return [float(v) for v in values]
     import torch
     import torch.distributed as dist
 
-    if not (dist.is_available() and dist.is_initialized()):
-        return [float(v) for v in values]
     ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX}
     t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=_reduce_device)
     dist.all_reduce(t, op=ops[op])
     return t.tolist()
 
 
+def reduce_memory(monitor: MemoryMonitor) -> tuple[float | None, float | None]:
+    """(peak used, total) GiB of the rank that used the most memory."""
+    used, total = monitor.peak_gib()
+    used, total = all_reduce([used or 0.0, total or 0.0], "max")
+    return used or None, total or None
+
+
 def reduce_totals(tot: PerfTotals) -> PerfTotals:
-    """The run's totals: counts summed over ranks, times of the slowest rank."""
+    """The run's totals over all ranks, as ``merge_totals`` computes them for a list."""
     sums = all_reduce([getattr(tot, f) for f in PerfTotals.SUM_FIELDS], "sum")
     maxes = all_reduce([getattr(tot, f) for f in PerfTotals.MAX_FIELDS], "max")
     return replace(

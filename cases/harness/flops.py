@@ -16,9 +16,10 @@ counted, tied to the input embedding or not. For Llama-2-7B this gives N = 6.607
 training 46.1e9 FLOPs/token at T=4096, 40.4e9 at T=512 (excluding lm_head too would give
 45.3e9, counting every parameter 46.9e9).
 
-For a sequence classifier (DistilBERT) the head (pre_classifier, classifier) runs on one
-token per sequence, not on each; counting it per token overstates N by under 2 % for the
-real model and is what this module does (kept simple, noted in the result).
+Parts that run once per sequence, not once per token (a sequence classifier's head, e.g.
+DistilBERT's pre_classifier and classifier on the first token), are left out of N and
+counted per sequence: 6·N_head per sequence in training (``harness.ModelFlops``'s
+``per_sequence``). tests/test_flops.py checks each formula against torch's FlopCounterMode.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ def inference_flops_per_token(
 ) -> int:
     """2N + 4·L·H·Q·T."""
     return 2 * n_params + 4 * n_layers * n_heads * head_dim * seq_len
+
+
+def params_of(*modules: Any) -> int:
+    """Number of parameters of ``modules`` together."""
+    return sum(p.numel() for m in modules for p in m.parameters())
 
 
 def non_embedding_params(model: Any) -> int:

@@ -76,3 +76,30 @@ def memory_bytes(index: int, pid: int) -> tuple[int | None, int | None]:
     except Exception:
         pass
     return used, total
+
+
+def device_name(index: int) -> str | None:
+    """The device's name as NVML reports it (e.g. "NVIDIA A100-SXM4-80GB")."""
+    handle = device_handle(index)
+    if handle is None:
+        return None
+    import pynvml
+
+    try:
+        name = pynvml.nvmlDeviceGetName(handle)
+    except Exception:
+        return None
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver version, once NVML is initialised (after a device_handle call)."""
+    if _failed or not _handles:
+        return None
+    import pynvml
+
+    try:
+        version = pynvml.nvmlSystemGetDriverVersion()
+    except Exception:
+        return None
+    return version.decode() if isinstance(version, bytes) else str(version)

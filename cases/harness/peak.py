@@ -23,6 +23,8 @@ cores, clocks and vector units).
 
 from __future__ import annotations
 
+import re
+
 T = 1e12
 
 _A100 = {"fp32": 19.5 * T, "tf32": 156 * T, "fp16": 312 * T, "bf16": 312 * T}
@@ -66,8 +68,8 @@ ALIASES = {
     "BIV100": "BI-V100",
 }
 
-# A run's precision -> the math it runs at. amp is autocast to float16 (CUDA), fp32 is
-# plain fp32 (PyTorch keeps TF32 off for matmuls unless the run asks for tf32).
+# A run's precision -> the math it runs at when nothing else changes it (the device layer's
+# Device.math_mode() reports what actually ran). amp is autocast to float16.
 PRECISION_MATH = {
     "fp32": "fp32",
     "tf32": "tf32",
@@ -77,28 +79,68 @@ PRECISION_MATH = {
     "fp8": "fp8",
 }
 
+# The hardware's own name -> the chip in PEAK_FLOPS, first match wins. Board variants with
+# different figures (PCIe, NVL) are told apart; a name matching nothing has no datasheet peak.
+_DEVICE_NAME_CHIPS: tuple[tuple[str, str | None], ...] = (
+    (r"H100.*NVL", None),  # no NVL column in the table
+    (r"H100.*PCIE", "H100-PCIE"),
+    (r"H100", "H100"),
+    (r"H800.*PCIE", None),
+    (r"H800", "H800"),
+    (r"H200.*NVL", None),
+    (r"H200", "H200"),
+    (r"A100", "A100"),
+    (r"A800", "A800"),
+    (r"V100.*PCIE", "V100-PCIE"),
+    (r"BI-?V100", "BI-V100"),
+    (r"V100", "V100"),
+    (r"\bA10\b", "A10"),
+    (r"\bT4\b", "T4"),
+)
+
 
 def normalize_chip(chip: str) -> str:
     name = chip.strip().upper().replace("_", "-").replace(" ", "-")
     return ALIASES.get(name, name)
 
 
-def peak_flops(chip: str | None, precision: str | None) -> float | None:
-    """Dense peak FLOP/s of one device of ``chip`` at ``precision``; None where unknown."""
-    if not chip or not precision:
-        return None
-    math = PRECISION_MATH.get(precision.strip().lower())
-    return PEAK_FLOPS.get(normalize_chip(chip), {}).get(math) if math else None
+def chip_from_device_name(device_name: str) -> str | None:
+    """The PEAK_FLOPS chip of a device as the hardware names it ("NVIDIA A100-SXM4-80GB"
+    -> "A100", "NVIDIA H100 PCIe" -> "H100-PCIE"); None for anything else (CPUs too)."""
+    name = device_name.upper()
+    for pattern, chip in _DEVICE_NAME_CHIPS:
+        if re.search(pattern, name):
+            return chip
+    return None
 
 
-def mfu(
-    flops_per_token: float,
-    tokens_per_s_per_device: float | None,
-    chip: str | None,
-    precision: str | None,
-) -> float | None:
-    """Model FLOPs utilisation: achieved model FLOP/s per device / the chip's peak (0..1)."""
-    peak = peak_flops(chip, precision)
-    if peak is None or tokens_per_s_per_device is None:
+def peak_flops(chip: str | None, math: str | None) -> float | None:
+    """Dense peak FLOP/s of one device of ``chip`` at ``math`` (a math mode or a precision);
+    None where unknown."""
+    if not chip or not math:
         return None
-    return flops_per_token * tokens_per_s_per_device / peak
+    mode = PRECISION_MATH.get(math.strip().lower())
+    return PEAK_FLOPS.get(normalize_chip(chip), {}).get(mode) if mode else None
+
+
+def datasheet_peak(
+    config_chip: str | None, device_name: str, math: str
+) -> tuple[float | None, str | None]:
+    """(datasheet peak FLOP/s for MFU, None) or (None, a note saying why there is none).
+
+    The chip comes from the hardware's name and must agree with the config's chip: a PCIe
+    card run under an SXM config has another peak, and neither is the right divisor.
+    """
+    chip = chip_from_device_name(device_name)
+    wanted = normalize_chip(config_chip) if config_chip else None
+    if wanted and wanted != chip and (chip or wanted in PEAK_FLOPS):
+        return None, (
+            f"mfu null: the config's chip {config_chip!r} is not the hardware's "
+            f"{device_name!r} ({chip or 'no datasheet entry'})"
+        )
+    if chip is None:
+        return None, f"mfu null: no datasheet peak for device {device_name!r}"
+    peak = peak_flops(chip, math)
+    if peak is None:
+        return None, f"mfu null: no datasheet peak for {chip} at {math} math"
+    return peak, None

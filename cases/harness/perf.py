@@ -1,39 +1,45 @@
-"""Timers behind the seeds' throughput columns (DESIGN.md, "Metrics (normative)").
+"""Timers behind the seeds' throughput columns (docs/metrics.md).
 
 One ``PerfTracker`` per process sees the training timeline::
 
     train_begin()
-      [fetch batch, copy to device]          <- in p_whole and p_train, not in p_core
-      step_begin()  forward, backward, optimizer step  step_end(samples, tokens)   <- p_core
+      [fetch batch, copy to device]                              <- whole, train
+      step_begin()  forward, backward, optimizer  step_end(...)  <- whole, train, core
       ...
-      eval_begin()  evaluation  eval_end()   <- in p_whole only
+      eval_begin()  evaluation  eval_end()                       <- whole only
     train_end()
 
-- p_whole = samples / training wall time (evaluation included)
-- p_train = samples / (training wall time - evaluation time)
-- p_core  = samples of the counted steps / their compute time; the device is synchronised at
-  both bounds of every step, and the first ``warmup_steps`` steps are recorded (``warmup_*``)
-  but left out of p_core
-- tokens_per_s_per_device = real (non-pad) tokens / (training wall time - evaluation time)
-  / number of devices
+The first ``warmup_steps`` steps are warm-up: the counted window starts when the last of them
+ends (at ``train_begin()`` without warm-up). Every rate counts the same samples, those of the
+steps after warm-up, over three nested times of the counted window:
+
+- whole   = the window's wall time (evaluation included)         -> p_whole
+- train   = whole - the evaluation inside the window              -> p_train
+- compute = the compute intervals of the counted steps            -> p_core
+
+compute <= train <= whole on every rank, so p_core >= p_train >= p_whole by construction.
+A step's compute interval starts after the device is synchronised and, in a multi-process
+run, after a barrier: a rank that waits for peers still loading data waits outside it.
+In a distributed run each rank keeps its own totals; ``merge_totals`` (and, across
+processes, ``harness.dist.reduce_totals``) sums the counts and takes each time from the
+slowest rank.
+
 - e2e_time = wall seconds since the workload process started (interpreter start, imports and
   init included), read from /proc on Linux.
-
-All throughputs count real samples. In a distributed run each rank keeps its own totals;
-``PerfTotals.SUM_FIELDS`` are summed over ranks and ``MAX_FIELDS`` (times) take the slowest
-rank before ``throughput_metrics`` is applied (see ``harness.dist.reduce_totals``).
+- e2e_time_main = wall seconds since ``harness.guarded`` called the workload's main()
+  (FlagPerf's clock).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
-from typing import Any
 
 _IMPORT_WALL = time.time()
+_main_started: float | None = None
 
 
 def process_age_s() -> float | None:
@@ -57,65 +63,82 @@ def process_start_time() -> float:
     return time.time() - age
 
 
-def device_synchronizer(device: Any) -> Callable[[], None]:
-    """A function that waits for all queued work on ``device`` (a no-op on CPU)."""
-    import torch
+def mark_main_start(at: float | None = None) -> None:
+    """Record when the workload's main() started (``harness.guarded`` calls this)."""
+    global _main_started
+    _main_started = time.time() if at is None else at
 
-    dev = torch.device(device)
-    if dev.type == "cpu":
-        return lambda: None
-    sync = getattr(getattr(torch, dev.type, None), "synchronize", None)
-    if sync is None:
-        raise ValueError(f"no synchronize() for device type {dev.type!r}")
-    return lambda: sync(dev)
+
+def main_age_s() -> float | None:
+    """Seconds since ``mark_main_start``; None if it was not called."""
+    return None if _main_started is None else time.time() - _main_started
 
 
 @dataclass
 class PerfTotals:
-    """What one rank (or, after a reduction, the whole run) did and how long it took."""
+    """What one rank (or, merged, the whole run) did and how long it took.
 
-    samples: float = 0.0  # training samples
-    tokens: float = 0.0  # real (non-pad) tokens of those samples
-    padded_tokens: float = 0.0  # tokens the device computed on (padded length)
-    steps: float = 0.0
-    core_samples: float = 0.0  # samples of the steps counted in p_core
+    samples, tokens and padded_tokens count the steps after warm-up only.
+    """
+
+    samples: float = 0.0  # training samples of the counted steps
+    tokens: float = 0.0  # their real (non-pad) tokens
+    padded_tokens: float = 0.0  # the tokens the device computed on (padded length)
+    steps: float = 0.0  # all steps, warm-up included
     warmup_steps: float = 0.0
     warmup_samples: float = 0.0
-    train_time: float = 0.0  # training wall time, evaluation included
-    eval_time: float = 0.0
-    compute_time: float = 0.0  # forward + backward + optimizer of the counted steps
-    warmup_time: float = 0.0  # the same for the warm-up steps
+    whole_time: float = 0.0  # counted window, evaluation included
+    eval_time: float = 0.0  # evaluation inside the counted window
+    train_time: float = 0.0  # whole_time - eval_time, per rank
+    compute_time: float = 0.0  # compute of the counted steps
+    warmup_time: float = 0.0  # compute of the warm-up steps
 
-    SUM_FIELDS = (
-        "samples",
-        "tokens",
-        "padded_tokens",
-        "core_samples",
-        "warmup_samples",
+    SUM_FIELDS = ("samples", "tokens", "padded_tokens", "warmup_samples")
+    MAX_FIELDS = (
+        "steps",
+        "warmup_steps",
+        "whole_time",
+        "eval_time",
+        "train_time",
+        "compute_time",
+        "warmup_time",
     )
-    MAX_FIELDS = ("steps", "warmup_steps", "train_time", "eval_time", "compute_time", "warmup_time")
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def merge_totals(ranks: Sequence[PerfTotals]) -> PerfTotals:
+    """The run's totals from each rank's: counts summed, times of the slowest rank."""
+    return PerfTotals(
+        **{f: sum(getattr(t, f) for t in ranks) for f in PerfTotals.SUM_FIELDS},
+        **{f: max(getattr(t, f) for t in ranks) for f in PerfTotals.MAX_FIELDS},
+    )
+
+
 class PerfTracker:
-    """Accumulates the intervals of one process's training run (see the module docstring)."""
+    """Accumulates the intervals of one process's training run (see the module docstring).
+
+    ``sync`` waits for the device (``Device.synchronize``); ``barrier`` waits for the other
+    ranks (``harness.dist.barrier``); both default to no-ops.
+    """
 
     def __init__(
         self,
         warmup_steps: int = 0,
         sync: Callable[[], None] | None = None,
+        barrier: Callable[[], None] | None = None,
         *,
         start_time: float | None = None,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.warmup_steps = warmup_steps
         self.sync = sync or (lambda: None)
+        self.barrier = barrier or (lambda: None)
         self.clock = clock
         self.start_time = process_start_time() if start_time is None else start_time
         self.totals_ = PerfTotals()
-        self._train_t0: float | None = None
+        self._window_t0: float | None = None  # start of the counted window
         self._train_t1: float | None = None
         self._eval_t0: float | None = None
         self._step_t0: float | None = None
@@ -123,7 +146,8 @@ class PerfTracker:
     # -- training window -------------------------------------------------------------------
     def train_begin(self) -> None:
         self.sync()
-        self._train_t0 = self.clock()
+        if self.warmup_steps == 0:
+            self._window_t0 = self.clock()
         self._train_t1 = None
 
     def train_end(self) -> None:
@@ -136,12 +160,14 @@ class PerfTracker:
         self._eval_t0 = self.clock()
 
     def eval_end(self) -> float:
+        """Close the evaluation; returns its seconds (left out of p_train if in the window)."""
         if self._eval_t0 is None:
             raise RuntimeError("eval_end() without eval_begin()")
         self.sync()
         seconds = self.clock() - self._eval_t0
         self._eval_t0 = None
-        self.totals_.eval_time += seconds
+        if self._window_t0 is not None:
+            self.totals_.eval_time += seconds
         return seconds
 
     @contextmanager
@@ -155,6 +181,7 @@ class PerfTracker:
     # -- compute steps -----------------------------------------------------------------------
     def step_begin(self) -> None:
         self.sync()
+        self.barrier()  # waiting for peers that still load data is not compute
         self._step_t0 = self.clock()
 
     def step_end(self, samples: int, tokens: int = 0, padded_tokens: int = 0) -> float:
@@ -162,19 +189,21 @@ class PerfTracker:
         if self._step_t0 is None:
             raise RuntimeError("step_end() without step_begin()")
         self.sync()
-        seconds = self.clock() - self._step_t0
+        now = self.clock()
+        seconds = now - self._step_t0
         self._step_t0 = None
         tot = self.totals_
         tot.steps += 1
-        tot.samples += samples
-        tot.tokens += tokens
-        tot.padded_tokens += padded_tokens
         if tot.steps <= self.warmup_steps:
             tot.warmup_steps += 1
             tot.warmup_samples += samples
             tot.warmup_time += seconds
+            if tot.steps == self.warmup_steps:
+                self._window_t0 = now
         else:
-            tot.core_samples += samples
+            tot.samples += samples
+            tot.tokens += tokens
+            tot.padded_tokens += padded_tokens
             tot.compute_time += seconds
         return seconds
 
@@ -184,13 +213,12 @@ class PerfTracker:
 
     # -- results -----------------------------------------------------------------------------
     def totals(self) -> PerfTotals:
-        """A copy of the totals; the training window runs to now if train_end() is not called."""
-        if self._train_t0 is None:
-            train_time = 0.0
-        else:
-            end = self._train_t1 if self._train_t1 is not None else self.clock()
-            train_time = end - self._train_t0
-        return replace(self.totals_, train_time=train_time)
+        """A copy of the totals; the window runs to now if train_end() is not called."""
+        if self._window_t0 is None:
+            return replace(self.totals_)
+        end = self._train_t1 if self._train_t1 is not None else self.clock()
+        whole = end - self._window_t0
+        return replace(self.totals_, whole_time=whole, train_time=whole - self.totals_.eval_time)
 
     def e2e_time(self) -> float:
         return time.time() - self.start_time
@@ -201,32 +229,24 @@ def _ratio(num: float, den: float) -> float | None:
 
 
 def throughput_metrics(tot: PerfTotals, world_size: int = 1) -> dict[str, float | None]:
-    """p_whole, p_train, p_core (samples/s) and tokens_per_s_per_device from run totals."""
-    train_only = tot.train_time - tot.eval_time
+    """p_whole, p_train, p_core (samples/s), tokens_per_s_per_device and warmup_samples."""
     return {
-        "p_whole": _ratio(tot.samples, tot.train_time),
-        "p_train": _ratio(tot.samples, train_only),
-        "p_core": _ratio(tot.core_samples, tot.compute_time),
-        "tokens_per_s_per_device": _ratio(tot.tokens, train_only * max(1, world_size)),
+        "p_whole": _ratio(tot.samples, tot.whole_time),
+        "p_train": _ratio(tot.samples, tot.train_time),
+        "p_core": _ratio(tot.samples, tot.compute_time),
+        "tokens_per_s_per_device": _ratio(tot.tokens, tot.train_time * max(1, world_size)),
+        "warmup_samples": tot.warmup_samples,
     }
 
 
-def ordering_notes(metrics: dict[str, Any], tot: PerfTotals | None = None) -> list[str]:
-    """Why p_core >= p_train >= p_whole does not hold (or cannot be checked); [] when it does."""
-    p_whole, p_train, p_core = metrics.get("p_whole"), metrics.get("p_train"), metrics.get("p_core")
-    notes = []
-    if p_core is None and tot is not None and tot.steps and tot.steps <= tot.warmup_steps:
-        notes.append(
-            f"p_core unknown: all {int(tot.steps)} steps were warm-up steps "
-            f"(warmup_steps={int(tot.warmup_steps)})"
-        )
-    if None in (p_whole, p_train, p_core):
-        return notes
-    if p_train < p_whole:
-        notes.append(f"p_train {p_train:.4g} < p_whole {p_whole:.4g}: evaluation time negative?")
-    if p_core < p_train:
-        why = "steps outside the warm-up ran slower per sample than the warm-up steps"
-        if tot is not None and tot.steps - tot.warmup_steps < 10:
-            why = f"only {int(tot.steps - tot.warmup_steps)} steps after warm-up: timer noise"
-        notes.append(f"p_core {p_core:.4g} < p_train {p_train:.4g}: {why}")
-    return notes
+def throughput_notes(tot: PerfTotals) -> list[str]:
+    """What the rates left out, and why they are unknown where they are."""
+    if tot.steps and tot.steps <= tot.warmup_steps:
+        return [
+            f"p_whole, p_train, p_core unknown: all {int(tot.steps)} steps were warm-up "
+            f"steps (warmup_steps={int(tot.warmup_steps)})"
+        ]
+    return [
+        f"warm-up: the first {int(tot.warmup_steps)} steps ({int(tot.warmup_samples)} "
+        "samples) are left out of p_whole, p_train, p_core and tokens_per_s_per_device alike"
+    ]

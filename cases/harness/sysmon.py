@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from harness.memory import GIB, host_total_gib
+
+if TYPE_CHECKING:
+    from harness.device import Device
 
 
 class SysSampler:
     def __init__(
         self,
-        device: Any = None,
+        device: Device | None = None,
         min_interval_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -26,17 +30,13 @@ class SysSampler:
         self.clock = clock
         self._last: float | None = None
         self._cuda_index: int | None = None
-        if device is not None:
-            import torch
-
-            dev = torch.device(device)
-            if dev.type == "cuda":
-                self._cuda_index = dev.index if dev.index is not None else 0
+        if device is not None and device.stack.nvml:  # other vendors: no library we read
+            self._cuda_index = device.index if device.index is not None else 0
         try:
             import psutil
 
             psutil.cpu_percent(None)  # the first call only starts the counter
-            self._psutil: Any = psutil
+            self._psutil: ModuleType | None = psutil
         except ImportError:
             self._psutil = None
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.events import EventWriter
+from harness.perf import mark_main_start
 
 TRACEBACK_TAIL_LINES = 20
 
@@ -57,7 +58,9 @@ def one_line(text: str, limit: int = 500) -> str:
 
 def guarded(events: EventWriter, main: Callable[[], int | None]) -> int:
     """Run ``main``; on an exception write an ``error`` event and a line to stderr, and return
-    the exit code (2 for InputError, 1 otherwise). KeyboardInterrupt counts as a failure."""
+    the exit code (2 for InputError, 1 otherwise). KeyboardInterrupt counts as a failure.
+    Marks main()'s start for e2e_time_main."""
+    mark_main_start()
     try:
         return int(main() or 0)
     except BaseException as e:  # noqa: BLE001 - every failure must reach the event stream

@@ -1,0 +1,222 @@
+"""The device layer: everything that differs between vendors, decided in one place.
+
+``open_device(vendor, precision, local_rank)`` returns a ``Device`` that a case uses for its
+device, autocast, grad scaler, synchronisation, distributed backend, memory reading and the
+device's name. The vendor comes from config.json; the harness never picks a device by
+"cuda if available".
+
+- ``nvidia``     torch's CUDA devices, nccl, NVML (nvidia-ml-py) for names, driver and memory.
+- ``iluvatar``   Iluvatar CoreX's CUDA-compatible torch: the same ``cuda`` device type and
+                 nccl; ``ixsmi`` (nvidia-smi's query syntax) for driver and process memory.
+- ``kunlunxin``  Kunlunxin XPUs through ``torch_xmlir``, which registers the devices behind
+                 torch's CUDA-compatible API (``cuda`` device type, nccl backed by BKCL).
+                 Memory from torch's allocator only: we found no documented query syntax for
+                 its ``xpu_smi`` tool.
+- ``cpu``        the host's CPU, gloo; memory is host memory (``harness.memory``).
+
+iluvatar and kunlunxin are written from their documented APIs and have not run on their
+hardware (docs/harness.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import platform
+import shutil
+import subprocess
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from harness.vendors import precision_problem
+from harness.workload import InputError
+
+
+@dataclass(frozen=True)
+class VendorStack:
+    device_type: str  # torch device type
+    backend: str  # torch.distributed backend
+    extension: str | None = None  # module that must be imported to reach the devices
+    smi: str | None = None  # management tool with nvidia-smi's --query syntax
+    nvml: bool = False  # nvidia-ml-py reads this vendor's devices
+
+
+STACKS: dict[str, VendorStack] = {
+    "nvidia": VendorStack("cuda", "nccl", nvml=True),
+    "iluvatar": VendorStack("cuda", "nccl", smi="ixsmi"),
+    "kunlunxin": VendorStack("cuda", "nccl", extension="torch_xmlir"),
+    "cpu": VendorStack("cpu", "gloo"),
+}
+
+
+@dataclass
+class Device:
+    """One process's accelerator (or CPU) for one precision."""
+
+    vendor: str
+    precision: str
+    torch_device: Any  # torch.device
+    stack: VendorStack
+    name: str  # as the hardware reports it
+    driver: str | None
+    scaler: Any = None  # torch.amp.GradScaler for amp/fp16, else None
+    notes: list[str] = field(default_factory=list)  # settings the result should mention
+    _autocast: Callable[[], AbstractContextManager[Any]] = nullcontext
+
+    @property
+    def type(self) -> str:
+        return self.torch_device.type
+
+    @property
+    def backend(self) -> str:
+        return self.stack.backend
+
+    @property
+    def index(self) -> int | None:
+        return self.torch_device.index
+
+    @property
+    def pin_memory(self) -> bool:
+        """Whether data loaders should pin host memory (for copies to an accelerator)."""
+        return self.type != "cpu"
+
+    @property
+    def ddp_device_ids(self) -> list[int] | None:
+        """DistributedDataParallel's ``device_ids`` for this device."""
+        return None if self.type == "cpu" else [self.torch_device.index]
+
+    def autocast(self) -> AbstractContextManager[Any]:
+        """The context the forward pass runs in (a no-op for fp32 and tf32)."""
+        return self._autocast()
+
+    def synchronize(self) -> None:
+        """Wait for all work queued on this device (a no-op on CPU)."""
+        if self.type != "cpu":
+            import torch
+
+            torch.cuda.synchronize(self.torch_device)
+
+    def math_mode(self) -> str:
+        """The math the matmuls ran at: fp32, tf32, fp16 or bf16.
+
+        Read when asked (at the end of a run), so that a library that switched fp32 matmuls
+        to TF32 or to bf16 passes ("medium" float32 matmul precision) is caught.
+        """
+        if self.precision in ("amp", "fp16"):
+            return "fp16"
+        if self.precision in ("bf16", "tf32"):
+            return self.precision
+        if self.type == "cuda":
+            import torch
+
+            if torch.get_float32_matmul_precision() == "medium":
+                return "bf16"
+            if torch.backends.cuda.matmul.allow_tf32:
+                return "tf32"
+        return "fp32"
+
+
+def open_device(vendor: str, precision: str, local_rank: int = 0) -> Device:
+    """The device of ``local_rank`` for ``vendor`` at ``precision``; InputError if it cannot."""
+    problem = precision_problem(vendor, precision)
+    if problem:
+        raise InputError(problem)
+    stack = STACKS[vendor]
+    import torch
+
+    if stack.extension:
+        try:
+            importlib.import_module(stack.extension)
+        except ImportError as e:
+            raise InputError(f"vendor {vendor!r} needs {stack.extension} ({e})") from None
+    notes: list[str] = []
+    if stack.device_type == "cpu":
+        dev = torch.device("cpu")
+        # denormal floats appear as a model learns and slow CPU math several times over
+        torch.set_flush_denormal(True)
+        notes.append("CPU: denormals flushed to zero (torch.set_flush_denormal)")
+        name, driver = cpu_model(), None
+    else:
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if local_rank >= count:
+            raise InputError(
+                f"vendor {vendor!r}: no device for local rank {local_rank} "
+                f"(torch sees {count} device(s))"
+            )
+        dev = torch.device(stack.device_type, local_rank)
+        torch.cuda.set_device(dev)
+        name, driver = _accelerator_name_and_driver(stack, local_rank)
+    autocast, scaler = _precision(torch, dev, precision)
+    return Device(vendor, precision, dev, stack, name, driver, scaler, notes, autocast)
+
+
+def _precision(torch: Any, dev: Any, precision: str) -> tuple[Callable[[], Any], Any]:
+    """(autocast factory, GradScaler or None); fp32 is made to mean fp32 matmuls on CUDA."""
+    if dev.type == "cuda":
+        tf32 = precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+    if precision in ("amp", "fp16"):
+        autocast = partial(torch.autocast, dev.type, dtype=torch.float16)
+        return autocast, torch.amp.GradScaler(dev.type)
+    if precision == "bf16":
+        return partial(torch.autocast, dev.type, dtype=torch.bfloat16), None
+    return nullcontext, None
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux)."""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model", "cpu model"):
+                return value.strip()
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _accelerator_name_and_driver(stack: VendorStack, index: int) -> tuple[str, str | None]:
+    import torch
+
+    name = torch.cuda.get_device_name(index)
+    driver = None
+    if stack.nvml:
+        from harness import nvml
+
+        name = nvml.device_name(index) or name
+        driver = nvml.driver_version()
+    elif stack.smi:
+        rows = smi_query(stack.smi, "--query-gpu=driver_version", f"--id={index}")
+        driver = rows[0][0] if rows and rows[0] else None
+    return name, driver
+
+
+def smi_query(tool: str, *args: str) -> list[list[str]]:
+    """Rows of an nvidia-smi-style CSV query (``--format=csv,noheader,nounits`` added); [] if
+    the tool is missing or fails."""
+    path = shutil.which(tool)
+    if path is None:
+        return []
+    try:
+        done = subprocess.run(
+            [path, *args, "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [[c.strip() for c in line.split(",")] for line in done.stdout.splitlines() if line]
+
+
+def smi_process_memory_bytes(tool: str, pid: int = 0) -> int | None:
+    """Device memory of process ``pid`` (this one by default) as the smi tool reports it."""
+    pid = pid or os.getpid()
+    for row in smi_query(tool, "--query-compute-apps=pid,used_memory"):
+        if len(row) == 2 and row[0] == str(pid) and row[1].isdigit():
+            return int(row[1]) << 20  # MiB
+    return None

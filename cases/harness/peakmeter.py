@@ -1,0 +1,148 @@
+"""Measured peak: the dense matmul rate and memory bandwidth this host's device achieves.
+
+A datasheet peak says what the chip could do; a measured one says what this host, driver,
+library and (on a CPU) thread count do in a plain square matmul, so ``mfu_measured`` is
+comparable where no datasheet figure exists (CPUs) and shows what is left on the table where
+one does. Measured once per host, device and math mode, then cached (``harness.peak_cache``).
+
+Calibration: the matrix side doubles from 256 until one matmul takes at least
+``MIN_KERNEL_S`` (or the side reaches its cap); then blocks of matmuls are timed, each about
+a fifth of the budget, and the best block counts (the least disturbed by other load). Memory
+bandwidth the same way with a tensor copy (bytes read + bytes written). About a second and a
+half on a CPU, well under a second on a GPU.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from harness import peak_cache
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from harness.device import Device
+
+MIN_KERNEL_S = 0.02
+MATMUL_BUDGET_S = {"cpu": 1.0, "cuda": 0.5}
+COPY_BUDGET_S = {"cpu": 0.4, "cuda": 0.2}
+MAX_SIDE = {"cpu": 2048, "cuda": 8192}
+COPY_BYTES = {"cpu": 64 << 20, "cuda": 1 << 30}
+BLOCKS = 5
+
+
+def device_label(device: Device) -> str:
+    """The cache's device name: on a CPU the rate depends on torch's thread count too."""
+    if device.type == "cpu":
+        import torch
+
+        return f"{device.name} ({torch.get_num_threads()} threads)"
+    return device.name
+
+
+def lookup_or_measure(device: Device, math: str, path: Path) -> dict[str, Any]:
+    """The cached entry for this host, device and math; measured and cached if absent."""
+    host, label = socket.gethostname(), device_label(device)
+    try:
+        entries = peak_cache.read_entries(path)
+    except ValueError:
+        entries = {}
+    entry = entries.get(peak_cache.entry_key(host, label, math))
+    if entry is None:
+        entry = {"host": host, "device": label, **measure(device, math)}
+        peak_cache.write_entry(path, entry)
+    return entry
+
+
+def measure(device: Device, math: str) -> dict[str, Any]:
+    """{"math", "matmul_flops", "matmul_n", "mem_bw_bytes_per_s", ...} for ``device``."""
+    import torch
+
+    t0 = time.perf_counter()
+    kind = "cpu" if device.type == "cpu" else "cuda"
+    with _math_mode(torch, device, math):
+        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(math, torch.float32)
+        flops, side = _matmul_rate(torch, device, dtype, kind)
+    bandwidth = _copy_rate(torch, device, kind)
+    return {
+        "math": math,
+        "matmul_flops": flops,
+        "matmul_n": side,
+        "mem_bw_bytes_per_s": bandwidth,
+        "measured_at": time.time(),
+        "seconds": time.perf_counter() - t0,
+        "torch": torch.__version__,
+    }
+
+
+@contextmanager
+def _math_mode(torch: Any, device: Device, math: str) -> Any:
+    """fp32 matmuls in TF32 for "tf32", in full fp32 otherwise; restored afterwards."""
+    if device.type == "cpu":
+        yield
+        return
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = math == "tf32"
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+
+
+def _best_rate(
+    work: float, run: Callable[[], None], sync: Callable[[], None], budget: float, one_s: float
+) -> float:
+    """Best work/s over BLOCKS timed blocks, each repeating ``run`` for about budget/BLOCKS."""
+    reps = max(1, int(budget / BLOCKS / max(one_s, 1e-6)))
+    best = 0.0
+    for _ in range(BLOCKS):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            run()
+        sync()
+        best = max(best, work * reps / (time.perf_counter() - t0))
+    return best
+
+
+def _timed_once(run: Callable[[], None], sync: Callable[[], None]) -> float:
+    sync()
+    t0 = time.perf_counter()
+    run()
+    sync()
+    return time.perf_counter() - t0
+
+
+def _matmul_rate(torch: Any, device: Device, dtype: Any, kind: str) -> tuple[float, int]:
+    dev, side = device.torch_device, 256
+    while True:
+        a = torch.randn(side, side, device=dev, dtype=dtype)
+        b = torch.randn(side, side, device=dev, dtype=dtype)
+
+        def run(a: Any = a, b: Any = b) -> None:
+            torch.mm(a, b)
+
+        run()  # first call: kernel selection, allocation
+        one = _timed_once(run, device.synchronize)
+        if one >= MIN_KERNEL_S or side >= MAX_SIDE[kind]:
+            break
+        side *= 2
+    rate = _best_rate(2.0 * side**3, run, device.synchronize, MATMUL_BUDGET_S[kind], one)
+    return rate, side
+
+
+def _copy_rate(torch: Any, device: Device, kind: str) -> float:
+    n = COPY_BYTES[kind] // 4
+    src = torch.empty(n, dtype=torch.float32, device=device.torch_device).fill_(1.0)
+    dst = torch.empty_like(src)
+
+    def run() -> None:
+        dst.copy_(src)
+
+    run()
+    one = _timed_once(run, device.synchronize)
+    return _best_rate(2.0 * n * 4, run, device.synchronize, COPY_BUDGET_S[kind], one)

@@ -1,0 +1,164 @@
+"""The result builder: one function turns a run's totals into the ``result`` event payload.
+
+A case calls, on every rank (the reductions are collectives)::
+
+    totals = harness.reduce_totals(perf.totals())
+    memory = harness.reduce_memory(monitor)
+    harness.shutdown_distributed()
+
+and then, on global rank 0::
+
+    payload = harness.build_result(
+        totals=totals, world_size=env.world_size, device=device, chip=config.get("chip"),
+        flops=harness.ModelFlops(per_token, per_sequence, "6N+12LHQT, ..."),
+        memory=memory, metrics={"acc": acc, "loss": loss}, converged=converged,
+        message=None, peak_cache=harness.peak_cache_path(args.data_dir),
+    )
+    events.emit("result", **payload)
+
+Metrics are keyed by registry names (``harness.metrics``); docs/metrics.md says what each
+means and docs/harness.md how the pieces fit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.environment import environment
+from harness.metrics import METRICS, Metric
+from harness.peak import PRECISION_MATH, chip_from_device_name, datasheet_peak
+from harness.perf import PerfTotals, main_age_s, process_start_time, throughput_metrics
+
+if TYPE_CHECKING:
+    from harness.device import Device
+
+TRAINING_RATES = ("p_whole", "p_train", "p_core", "tokens_per_s_per_device")
+
+
+@dataclass(frozen=True)
+class ModelFlops:
+    """Model FLOPs of one sample: ``per_token`` x the tokens the device computed on (padded)
+    plus ``per_sequence`` for parts that run once per sequence (a classifier head)."""
+
+    per_token: float
+    per_sequence: float = 0.0
+    formula: str = ""  # how they were counted, for the notes
+
+    def of(self, tokens: float, sequences: float) -> float:
+        return self.per_token * tokens + self.per_sequence * sequences
+
+
+def build_result(
+    *,
+    totals: PerfTotals,
+    world_size: int,
+    device: Device,
+    chip: str | None,
+    flops: ModelFlops,
+    memory: tuple[float | None, float | None],
+    converged: bool,
+    peak_cache: Path,
+    metrics: Mapping[str, float | None] | None = None,
+    message: str | None = None,
+    notes: Iterable[str] = (),
+    training: bool = True,
+    registry: Mapping[str, Metric] = METRICS,
+) -> dict[str, Any]:
+    """The ``result`` payload (status, converged, message, metrics, notes, world_size,
+    environment, peak) from totals reduced over ranks (``reduce_totals``).
+
+    ``metrics`` holds the case's own figures (acc, loss, p_infer_*, ...) by registry name;
+    ``training=False`` leaves the training rates out (inference cases report their own).
+    Measures the device's peak first if ``peak_cache`` has no entry for it (about 1.5 s on a
+    CPU), after the run's clocks are read.
+    """
+    from harness.peakmeter import lookup_or_measure
+
+    e2e_time = time.time() - process_start_time()
+    e2e_time_main = main_age_s()
+    out: dict[str, float | None] = {"e2e_time": e2e_time, "e2e_time_main": e2e_time_main}
+    rates = throughput_metrics(totals, world_size)
+    if not training:
+        rates = {k: v for k, v in rates.items() if k not in TRAINING_RATES}
+    out.update(rates)
+    out.update(metrics or {})
+    unknown = sorted(set(out) - set(registry))
+    if unknown:
+        raise ValueError(f"metrics not in the registry: {', '.join(unknown)}")
+
+    math = device.math_mode()
+    per_device = _model_flops_per_s_per_device(flops, totals, world_size)
+    datasheet, datasheet_note = datasheet_peak(chip, device.name, math)
+    measured = lookup_or_measure(device, math, peak_cache)
+    out["mfu"] = per_device / datasheet if per_device and datasheet else None
+    out["mfu_measured"] = per_device / measured["matmul_flops"] if per_device else None
+    out["mem_used_gib"], out["mem_total_gib"] = memory
+
+    all_notes = _notes(totals, flops, device, math, datasheet_note, measured)
+    all_notes += list(notes)
+    return {
+        "status": "passed" if converged else "failed",
+        "converged": converged,
+        "message": message,
+        "metrics": out,
+        "notes": all_notes,
+        "world_size": world_size,
+        "environment": environment(device),
+        "peak": {
+            "chip": chip_from_device_name(device.name),
+            "math": math,
+            "datasheet_flops": datasheet,
+            "measured_flops": measured["matmul_flops"],
+            "measured_mem_bw_bytes_per_s": measured["mem_bw_bytes_per_s"],
+            "model_flops_per_s_per_device": per_device,
+        },
+    }
+
+
+def _model_flops_per_s_per_device(
+    flops: ModelFlops, totals: PerfTotals, world_size: int
+) -> float | None:
+    """Model FLOPs of the counted steps / training time without evaluation / devices."""
+    if totals.train_time <= 0:
+        return None
+    work = flops.of(totals.padded_tokens, totals.samples)
+    return work / totals.train_time / max(1, world_size) or None
+
+
+def _notes(
+    totals: PerfTotals,
+    flops: ModelFlops,
+    device: Device,
+    math: str,
+    datasheet_note: str | None,
+    measured: Mapping[str, Any],
+) -> list[str]:
+    from harness.perf import throughput_notes
+
+    notes = throughput_notes(totals)
+    notes.append("p_* count real samples; tokens_per_s_per_device counts real (non-pad) tokens")
+    per_seq = f" + {flops.per_sequence:.4g} per sequence" if flops.per_sequence else ""
+    notes.append(
+        f"mfu: model FLOPs ({flops.per_token:.4g} per padded token{per_seq}"
+        + (f"; {flops.formula}" if flops.formula else "")
+        + ") per second per device / peak, over training time without evaluation"
+    )
+    if math != PRECISION_MATH.get(device.precision):
+        notes.append(
+            f"mfu: precision {device.precision} ran its matmuls at {math}: "
+            f"divided by the {math} peak"
+        )
+    if datasheet_note:
+        notes.append(datasheet_note)
+    notes.append(
+        f"mfu_measured: divided by {measured['matmul_flops'] / 1e12:.4g} TFLOP/s, the "
+        f"{math} matmul rate measured on {measured['host']} / {measured['device']} "
+        f"(n={measured['matmul_n']}, cached)"
+    )
+    if device.type == "cpu":
+        notes.append("mem on CPU: peak memory of the process and its data-loader workers / host")
+    return notes + list(device.notes)

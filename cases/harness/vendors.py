@@ -1,0 +1,42 @@
+"""What each vendor's software stack can run: one table, standard library only.
+
+The workload's device layer (``harness.device``) refuses a precision that is not listed for
+its vendor, and the controller imports this module (``harness.vendors``, no torch) to refuse
+the same run before anything is launched.
+
+Precisions (config.json ``precision``):
+
+- ``fp32``  plain float32; matmuls in full fp32 unless the run enables TF32 itself
+- ``tf32``  float32 tensors, matmuls and convolutions in TF32 (NVIDIA Ampere and later)
+- ``amp``   autocast to float16 with a gradient scaler
+- ``fp16``  the same as ``amp`` (FlagPerf's configs use both names)
+- ``bf16``  autocast to bfloat16, no scaler
+
+Why a vendor lacks one: iluvatar's and kunlunxin's CUDA-compatible stacks have no TF32 math;
+kunlunxin's bf16 support is not in the documentation we wrote from; a CPU has no float16
+autocast worth benchmarking and no TF32.
+"""
+
+from __future__ import annotations
+
+VENDORS = ("nvidia", "iluvatar", "kunlunxin", "cpu")
+
+PRECISIONS_BY_VENDOR: dict[str, tuple[str, ...]] = {
+    "nvidia": ("fp32", "tf32", "amp", "fp16", "bf16"),
+    "iluvatar": ("fp32", "amp", "fp16", "bf16"),
+    "kunlunxin": ("fp32", "amp", "fp16"),
+    "cpu": ("fp32", "bf16"),
+}
+
+
+def precision_problem(vendor: str, precision: str) -> str | None:
+    """Why ``vendor`` cannot run ``precision`` (one line), or None when it can."""
+    if vendor not in PRECISIONS_BY_VENDOR:
+        return f"unknown vendor {vendor!r}; known: {', '.join(VENDORS)}"
+    allowed = PRECISIONS_BY_VENDOR[vendor]
+    if precision not in allowed:
+        return (
+            f"precision {precision!r} is not available on vendor {vendor!r}; "
+            f"it has {', '.join(allowed)}"
+        )
+    return None
