@@ -16,7 +16,7 @@ from tui.record import STATUSES, RunRecord
 from tui.store import ResultStore
 from tui.tables import FORMATS, render
 
-SUBCOMMANDS = ("cases", "prepare", "results", "cleanup")
+SUBCOMMANDS = ("cases", "prepare", "results", "cleanup", "peak")
 DEFAULT_INVENTORY = catalog.REPO_ROOT / "inventory" / "local.yml"
 
 
@@ -89,6 +89,8 @@ def _sub_parser() -> argparse.ArgumentParser:
     )
     clean.add_argument("--results", type=Path, default=None)
     clean.add_argument("--data-root", type=Path, default=None)
+    peak = sub.add_parser("peak", help="the measured-peak cache (matmul rate, bandwidth)")
+    peak.add_argument("--data-root", type=Path, default=None)
     return p
 
 
@@ -194,6 +196,22 @@ def cmd_cleanup(results_dir: Path, data_root: Path) -> int:
     return code
 
 
+def cmd_peak(data_root: Path) -> int:
+    """Print the measured peaks cached under ``data_root`` (harness.peak_cache, no torch)."""
+    from harness import peak_cache
+
+    path = peak_cache.cache_path(data_root)
+    try:
+        entries = peak_cache.read_entries(path)
+    except ValueError as exc:
+        raise catalog.CatalogError(str(exc)) from None
+    if not entries:
+        print(f"no measured peaks in {path} (a run measures them)")
+        return 0
+    print(f"{path}:\n{peak_cache.format_entries(entries)}")
+    return 0
+
+
 def _app(name: str) -> int:
     """The terminal app (tui/app/, textual), imported only when asked for."""
     try:
@@ -221,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
                 return cmd_cases()
             if args.command == "prepare":
                 return cmd_prepare(args.case, args.synthetic, args.data_root or default_data_root())
+            if args.command == "peak":
+                return cmd_peak(args.data_root or default_data_root())
             if args.command == "cleanup":
                 return cmd_cleanup(
                     (args.results or default_results_dir()).resolve(),
