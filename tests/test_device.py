@@ -1,0 +1,149 @@
+"""The device layer: vendor and precision -> device, autocast, backend, memory; refusals."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "cases"))
+
+import harness  # noqa: E402
+from harness import memory  # noqa: E402
+from harness.device import STACKS, Device, cpu_model, smi_process_memory_bytes  # noqa: E402
+
+GIB = 1 << 30
+
+
+@pytest.fixture
+def open_cpu():
+    """open_device for vendor cpu; undoes its process-wide denormal setting afterwards."""
+    import torch
+
+    try:
+        yield lambda precision="fp32": harness.open_device("cpu", precision)
+    finally:
+        torch.set_flush_denormal(False)
+
+
+def test_precision_table_and_refusal_lines():
+    assert harness.PRECISIONS_BY_VENDOR["cpu"] == ("fp32", "bf16")
+    assert "tf32" in harness.PRECISIONS_BY_VENDOR["nvidia"]
+    assert "tf32" not in harness.PRECISIONS_BY_VENDOR["iluvatar"]
+    assert set(harness.PRECISIONS_BY_VENDOR) == set(STACKS)
+    assert harness.precision_problem("nvidia", "bf16") is None
+    assert harness.precision_problem("kunlunxin", "bf16") == (
+        "precision 'bf16' is not available on vendor 'kunlunxin'; it has fp32, amp, fp16"
+    )
+    assert "unknown vendor 'amd'" in harness.precision_problem("amd", "fp32")
+
+
+def test_cpu_fp32(open_cpu):
+    import torch
+
+    device = open_cpu()
+    assert (device.type, device.backend, device.index) == ("cpu", "gloo", None)
+    assert device.name == cpu_model() != ""
+    assert device.scaler is None and not device.pin_memory and device.ddp_device_ids is None
+    with device.autocast():
+        out = torch.ones(4, 4) @ torch.ones(4, 4)
+    assert out.dtype == torch.float32 and device.math_mode() == "fp32"
+    assert torch.ones(1).to(device.torch_device).device.type == "cpu"
+    assert any("denormals" in n for n in device.notes)
+    device.synchronize()  # a no-op on CPU, but callable
+
+
+def test_cpu_bf16_autocasts_matmuls(open_cpu):
+    import torch
+
+    device = open_cpu("bf16")
+    with device.autocast():
+        out = torch.ones(4, 4) @ torch.ones(4, 4)
+    assert out.dtype == torch.bfloat16 and device.math_mode() == "bf16"
+    assert device.scaler is None
+
+
+@pytest.mark.parametrize(
+    ("vendor", "precision", "message"),
+    [
+        ("cpu", "amp", "precision 'amp' is not available on vendor 'cpu'; it has fp32, bf16"),
+        ("iluvatar", "tf32", "precision 'tf32' is not available on vendor 'iluvatar'"),
+        # selected by vendor: no fallback to the CPU on a host without the vendor's devices
+        ("nvidia", "fp32", "vendor 'nvidia': no device for local rank 0 (torch sees 0 device"),
+        ("iluvatar", "fp16", "vendor 'iluvatar': no device for local rank 0"),
+        ("kunlunxin", "fp32", "vendor 'kunlunxin' needs torch_xmlir"),
+    ],
+)
+def test_a_device_the_vendor_lacks_is_bad_input(vendor, precision, message):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this host has CUDA devices")
+    with pytest.raises(harness.InputError) as info:
+        harness.open_device(vendor, precision)
+    assert message in str(info.value)
+    assert len(str(info.value).splitlines()) == 1
+
+
+def test_math_mode_reports_tf32_and_bf16_fp32_matmuls():
+    """An fp32 run whose matmuls a library switched to TF32 (or to bf16 passes) is divided by
+    that math's peak. Flags only: no CUDA device is needed to read them."""
+    import torch
+
+    device = Device("nvidia", "fp32", torch.device("cuda", 0), STACKS["nvidia"], "GPU", None)
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("highest")
+        assert device.math_mode() == "fp32"
+        torch.set_float32_matmul_precision("high")  # TF32
+        assert device.math_mode() == "tf32"
+        torch.set_float32_matmul_precision("medium")  # bf16 passes
+        assert device.math_mode() == "bf16"
+    finally:
+        torch.set_float32_matmul_precision(before)
+    amp = Device("nvidia", "amp", torch.device("cuda", 0), STACKS["nvidia"], "GPU", None)
+    assert amp.math_mode() == "fp16"
+
+
+def test_cpu_memory_counts_child_processes(open_cpu):
+    """Data-loader workers are child processes: their memory is the run's too."""
+    monitor = harness.MemoryMonitor(open_cpu())
+    used_alone, total = monitor.peak_gib()
+    assert 0.01 < used_alone < total == pytest.approx(harness.host_total_gib())
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; b = b'x' * (512 << 20); print(1, flush=True); input()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline().strip() == "1"
+        assert child.pid in memory.child_pids(os.getpid())
+        assert memory.pss_bytes(child.pid) > 500 << 20
+        monitor.sample()
+    finally:
+        child.kill()
+        child.wait()
+    used, _ = monitor.peak_gib()
+    # this process's proportional share plus the child's 512 MiB, held while sampled
+    assert used * GIB > memory.pss_bytes(os.getpid()) + (500 << 20)
+
+
+def test_smi_process_memory_from_a_stand_in_tool(tmp_path, monkeypatch):
+    """ixsmi takes nvidia-smi's query options; a stand-in on PATH answers like one."""
+    tool = tmp_path / "ixsmi"
+    tool.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = "--query-compute-apps=pid,used_memory" ] || exit 3\n'
+        '[ "$2" = "--format=csv,noheader,nounits" ] || exit 4\n'
+        "echo '111, 512'\necho '4242, 2048'\n"
+    )
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert smi_process_memory_bytes("ixsmi", 4242) == 2048 << 20
+    assert smi_process_memory_bytes("ixsmi", 999) is None
+    assert smi_process_memory_bytes("no-such-smi", 4242) is None
