@@ -260,5 +260,6 @@ def downsample(points: list[float], width: int) -> list[float]:
     for i in range(width):
         lo, hi = i * len(points) // width, (i + 1) * len(points) // width
         bucket = points[lo:hi]
-        out.append(sum(bucket) / len(bucket))
+        # Rounded: float noise in a flat series would otherwise fill the sparkline's range.
+        out.append(float(f"{sum(bucket) / len(bucket):.6g}"))
     return out

@@ -100,8 +100,11 @@ def _check(host: str, inv: Inventory, res: dict | None, image: str | None) -> Ho
     facts = res.get("ansible_facts") or {}
     local = (facts.get("ansible_local") or {}).get("fleetperf") or {}
     chip = local.get("chip") or inv.var(host, "fleetperf_chip")
+    count = inv.var(host, "fleetperf_devices")
     if "accelerator_count" in local and _vendor(inv, host) != "cpu":
-        devices = str(local["accelerator_count"])
+        devices = str(local["accelerator_count"])  # what provisioning found in lspci
+    elif count is not None:
+        devices = str(count)  # what the inventory declares
     elif _vendor(inv, host) == "cpu" and facts.get("ansible_processor_vcpus"):
         devices = f"{facts['ansible_processor_vcpus']} vCPU"
     else:

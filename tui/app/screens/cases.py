@@ -135,6 +135,10 @@ class CasesScreen(Screen[None]):
     def _overrides_changed(self) -> None:
         self.refresh_detail()
 
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self.action_launch()
+
     def _sets(self) -> dict:
         """The overrides typed so far; CatalogError with batch mode's message if bad."""
         return catalog.parse_sets(self.query_one("#overrides", Input).value.split())
@@ -185,7 +189,9 @@ class CasesScreen(Screen[None]):
         try:
             self._inventory = fleet.load_inventory(self.app.config.inventory)
         except catalog.CatalogError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            self.app.call_from_thread(
+                self.notify, str(exc), severity="error", timeout=10, markup=False
+            )
             return
         self.app.call_from_thread(self.refresh_detail)
 
@@ -199,8 +205,11 @@ class CasesScreen(Screen[None]):
         try:
             sets = self._sets()
             repeat = int(self.query_one("#repeat", Input).value or "0")
+            for case_name, ref in picks:  # the same checks as plan(), before any worker
+                case = catalog.load_case(case_name, self.app.config.cases_dir)
+                catalog.resolve(case, catalog.load_config(case, ref), sets)
         except catalog.CatalogError as exc:
-            self.notify(str(exc), title="Not launched", severity="error")
+            self.notify(str(exc), title="Not launched", severity="error", markup=False)
             return
         self._launch(picks, sets, repeat)
 
@@ -210,7 +219,12 @@ class CasesScreen(Screen[None]):
             plans = self.app.session.plan(picks, sets, repeat)
         except catalog.CatalogError as exc:
             self.app.call_from_thread(
-                self.notify, str(exc), title="Not launched", severity="error", timeout=10
+                self.notify,
+                str(exc),
+                title="Not launched",
+                severity="error",
+                timeout=10,
+                markup=False,
             )
             return
         self.app.launch(plans)

@@ -41,7 +41,7 @@ class DashboardScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self.selected: str | None = None
-        self._items: dict[str, ListItem] = {}
+        self._items: dict[str, RunProgress] = {}
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -76,7 +76,7 @@ class DashboardScreen(Screen[None]):
         if self.app.screen is not self:  # suspended: the next resume redraws everything
             return
         for run_id in runs & self._items.keys():
-            self._items[run_id].query_one(RunProgress).show(feed.snapshot(run_id))
+            self._items[run_id].show(feed.snapshot(run_id))
         if self.selected is None:
             return
         table = self.query_one(DataTable)
@@ -100,9 +100,10 @@ class DashboardScreen(Screen[None]):
             self._select(self.selected)
 
     def _add_item(self, run_id: str) -> None:
-        item = ListItem(RunProgress(run_id), id=f"run-{len(self._items)}")
-        self._items[run_id] = item
-        self.query_one(ListView).append(item)
+        progress = RunProgress(run_id)
+        self._items[run_id] = progress
+        self.query_one(ListView).append(ListItem(progress))
+        progress.show(self.app.feed.snapshot(run_id))
         if self.selected is None:
             self._select(run_id)
             self.query_one(ListView).index = 0

@@ -71,7 +71,9 @@ class HostsScreen(Screen[None]):
         try:
             inv = fleet.load_inventory(self.app.config.inventory)
         except catalog.CatalogError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            self.app.call_from_thread(
+                self.notify, str(exc), severity="error", timeout=10, markup=False
+            )
             return
         self.app.call_from_thread(self._show_inventory, inv)
         self._preflight(hostcheck.all_hosts(inv))
@@ -177,7 +179,9 @@ class HostsScreen(Screen[None]):
         try:
             stats = hostcheck.provision(self.app.config.inventory, hosts, check, on_task)
         except Exception as exc:  # noqa: BLE001 - ansible-runner setup errors become a notice
-            self.app.call_from_thread(self.notify, f"provision.yml: {exc}", severity="error")
+            self.app.call_from_thread(
+                self.notify, f"provision.yml: {exc}", severity="error", markup=False
+            )
             return
         self.app.call_from_thread(self._finished, hosts, mode, stats)
 
@@ -215,7 +219,7 @@ class HostsScreen(Screen[None]):
             summary += f", failed on {', '.join(failed)}"
         status.update(summary)
         if failed:
-            self.notify(summary, severity="error", timeout=10)
+            self.notify(summary, severity="error", timeout=10, markup=False)
             return
         if mode == "check":
             self.app.push_screen(

@@ -87,7 +87,9 @@ class ResultsScreen(Screen[None]):
             with ResultStore(path) as store:
                 records = store.list()
         except StoreError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            self.app.call_from_thread(
+                self.notify, str(exc), severity="error", timeout=10, markup=False
+            )
             return
         self.app.call_from_thread(self._show, records, "")
 
@@ -208,7 +210,9 @@ class ResultsScreen(Screen[None]):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(render(records, fmt) + "\n", encoding="utf-8")
             except OSError as exc:
-                self.notify(f"{path}: {exc.strerror}", title="Not exported", severity="error")
+                self.notify(
+                    f"{path}: {exc.strerror}", title="Not exported", severity="error", markup=False
+                )
                 return
             self.notify(f"{len(records)} run(s) written to {path}", title="Exported")
 

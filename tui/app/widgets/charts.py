@@ -36,12 +36,20 @@ class RunProgress(Horizontal):
     def __init__(self, run_id: str) -> None:
         super().__init__(classes="run-progress")
         self.run_id = run_id
+        self._view: RunView | None = None
 
     def compose(self) -> ComposeResult:
         yield Label(self.run_id, classes="run-name")
         yield ProgressBar(total=None, show_eta=False, classes="run-bar")
 
+    def on_mount(self) -> None:
+        if self._view is not None:
+            self.show(self._view)
+
     def show(self, view: RunView) -> None:
+        self._view = view
+        if not self.is_mounted:
+            return  # on_mount draws it
         self.query_one(Label).update(f"{view.case} {view.config} [{view.status}]")
         total, done = view.progress()
         bar = self.query_one(ProgressBar)
