@@ -1,0 +1,27 @@
+"""The case's data layout and the checked loading of its token array."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from harness import InputError
+
+MODEL_DIR = "llama2_7b_hf"  # config.json: the model's shape
+TOKENS = "openwebtext_llama2_100M.npy"  # flat token ids (preprocess.py)
+
+
+def load_tokens(path: Path, vocab_size: int) -> np.ndarray:
+    """The token array, memory-mapped; InputError unless it is 1-D ids below vocab_size."""
+    try:
+        tokens = np.load(path, mmap_mode="r")
+    except FileNotFoundError:
+        raise InputError(f"missing data: {path}") from None
+    except (OSError, ValueError) as e:
+        raise InputError(f"{path}: not a .npy array: {e}") from None
+    if tokens.ndim != 1 or tokens.dtype.kind not in "iu" or len(tokens) == 0:
+        raise InputError(f"{path}: expected a flat array of token ids, got {tokens.dtype}")
+    top = int(tokens.max())
+    if top >= vocab_size or int(tokens.min()) < 0:
+        raise InputError(f"{path}: token id {top} outside the vocabulary of {vocab_size}")
+    return tokens

@@ -1,0 +1,130 @@
+"""MMLU k-shot accuracy, the standard way (Hendrycks et al., test.py of hendrycks/test).
+
+Layout (MMLU's data.tar): ``dev/<subject>_dev.csv`` holds the shots, ``test/<subject>_test.csv``
+the questions; no header, one question per row: question, four choices, answer letter.
+
+The prompt is "The following are multiple choice questions (with answers) about <subject>.",
+then k answered dev questions, then the test question ending in "Answer:". The model's
+prediction is whichever of the tokens of "A", "B", "C", "D" gets the highest next-token logit.
+A prompt longer than the model's context loses shots (the first ones first) until it fits.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from harness import InputError
+
+LETTERS = ("A", "B", "C", "D")
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    choices: tuple[str, str, str, str]
+    answer: int  # index into LETTERS
+
+
+@dataclass(frozen=True)
+class Item:
+    subject: str
+    input_ids: list[int]
+    answer: int
+    shots: int  # shots that fit the context
+
+
+def read_questions(path: Path) -> list[Question]:
+    """One MMLU CSV file; InputError naming the file and row when it is malformed."""
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            rows = list(csv.reader(f))
+    except FileNotFoundError:
+        raise InputError(f"missing data: {path}") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise InputError(f"{path}: not a readable CSV file: {e}") from None
+    out = []
+    for n, row in enumerate(rows, 1):
+        if len(row) != 6 or row[5].strip() not in LETTERS:
+            raise InputError(f"{path}: row {n}: expected question, 4 choices, answer A-D")
+        out.append(Question(row[0], (row[1], row[2], row[3], row[4]), LETTERS.index(row[5])))
+    if not out:
+        raise InputError(f"{path}: no questions")
+    return out
+
+
+def subjects(root: Path) -> list[str]:
+    """The subjects of ``root``/test, each checked to have its dev file (the shots)."""
+    found = sorted(p.name[: -len("_test.csv")] for p in (root / "test").glob("*_test.csv"))
+    if not found:
+        raise InputError(f"missing data: {root / 'test'}/<subject>_test.csv (MMLU layout)")
+    for subject in found:
+        dev = root / "dev" / f"{subject}_dev.csv"
+        if not dev.is_file():
+            raise InputError(f"missing data: {dev} (the shots for {subject})")
+    return found
+
+
+def format_example(q: Question, with_answer: bool) -> str:
+    text = q.text + "".join(f"\n{x}. {c}" for x, c in zip(LETTERS, q.choices, strict=True))
+    return text + (f"\nAnswer: {LETTERS[q.answer]}\n\n" if with_answer else "\nAnswer:")
+
+
+def prompt(subject: str, shots: list[Question], q: Question) -> str:
+    header = (
+        "The following are multiple choice questions (with answers) about "
+        f"{subject.replace('_', ' ')}.\n\n"
+    )
+    return header + "".join(format_example(s, True) for s in shots) + format_example(q, False)
+
+
+def letter_ids(tokenizer: Any) -> list[int]:
+    """The token of each answer letter as it follows "Answer:" (Llama: "▁A")."""
+    ids = [tokenizer(x)["input_ids"][-1] for x in LETTERS]
+    if len(set(ids)) != len(LETTERS):
+        raise InputError("tokenizer maps the answer letters A-D to fewer than 4 tokens")
+    return ids
+
+
+def build_items(root: Path, names: list[str], tokenizer: Any, k: int, max_len: int) -> list[Item]:
+    """Tokenized k-shot prompts for every test question of the subjects ``names``."""
+    items = []
+    for subject in names:
+        dev = read_questions(root / "dev" / f"{subject}_dev.csv")
+        if len(dev) < k:
+            raise InputError(f"{root / 'dev' / f'{subject}_dev.csv'}: fewer than {k} shots")
+        for q in read_questions(root / "test" / f"{subject}_test.csv"):
+            for n in range(k, -1, -1):
+                ids = tokenizer(prompt(subject, dev[k - n : k], q))["input_ids"]
+                if len(ids) <= max_len:
+                    break
+            else:
+                raise InputError(f"{root / 'test'}: a {subject} question alone exceeds {max_len}")
+            items.append(Item(subject, ids, q.answer, n))
+    return items
+
+
+@torch.no_grad()
+def score(
+    logits_of: Callable[[torch.Tensor], torch.Tensor], items: list[Item], letters: list[int]
+) -> dict[str, dict[str, float]]:
+    """Per subject {correct, total, acc}; ``logits_of`` maps [1, T] ids to [1, T, V] logits."""
+    per: dict[str, dict[str, float]] = {}
+    for item in items:
+        logits = logits_of(torch.tensor([item.input_ids]))[0, -1, letters]
+        s = per.setdefault(item.subject, {"correct": 0, "total": 0})
+        s["correct"] += int(int(logits.argmax()) == item.answer)
+        s["total"] += 1
+    for s in per.values():
+        s["acc"] = s["correct"] / s["total"]
+    return per
+
+
+def overall(per_subject: dict[str, dict[str, float]]) -> float:
+    """Accuracy over all questions (MMLU's "weighted" average)."""
+    correct = sum(s["correct"] for s in per_subject.values())
+    return correct / sum(s["total"] for s in per_subject.values())

@@ -1,0 +1,230 @@
+"""Stage the llama2_7b_finetune-pytorch data directory.
+
+    python cases/llama2_7b_finetune-pytorch/prepare.py --synthetic --out DATA_DIR
+    python cases/llama2_7b_finetune-pytorch/prepare.py --from SRC_DIR --out DATA_DIR
+
+The layout (both modes):
+
+    DATA_DIR/llama2_7b_hf/     LlamaForCausalLM in HF layout: config.json, weights
+                               (*.safetensors or pytorch_model*.bin), tokenizer files
+    DATA_DIR/samsum/train.json samsum's JSON array of {"id", "dialogue", "summary"}
+    DATA_DIR/mmlu/dev/<subject>_dev.csv, mmlu/test/<subject>_test.csv   MMLU's data.tar layout
+
+--synthetic writes, offline and seeded, a tiny Llama (tiny_llama.py; save_pretrained) with a
+BPE tokenizer trained on the synthetic text, templated dialogues whose summaries follow from
+them, and two MMLU-format subjects of templated questions. --from checks SRC_DIR (same layout:
+Llama-2-7B from meta-llama/Llama-2-7b-hf, samsum, MMLU's data.tar unpacked as mmlu/) and
+copies it in; the first missing or malformed file is named and the exit code is 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import random
+import shutil
+import sys
+from pathlib import Path
+
+import mmlu
+import samsum
+import tiny_llama
+from harness import InputError
+
+CHECKPOINT = "llama2_7b_hf"
+TRAIN_JSON = "samsum/train.json"
+MMLU_DIR = "mmlu"
+WEIGHTS = ("model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json")
+TOKENIZERS = ("tokenizer.json", "tokenizer.model")
+
+NAMES = [
+    "Anna",
+    "Bob",
+    "Carla",
+    "Dan",
+    "Eve",
+    "Frank",
+    "Gina",
+    "Hugo",
+    "Iris",
+    "Jack",
+    "Kate",
+    "Liam",
+    "Mia",
+    "Noah",
+    "Olga",
+    "Paul",
+]
+PLACES = [
+    "cinema",
+    "park",
+    "office",
+    "gym",
+    "library",
+    "station",
+    "beach",
+    "market",
+    "museum",
+    "cafe",
+]
+ITEMS = [
+    "cake",
+    "wine",
+    "books",
+    "tickets",
+    "keys",
+    "flowers",
+    "snacks",
+    "music",
+    "charger",
+    "umbrella",
+]
+TIMES = ("tonight", "tomorrow", "at noon", "on Friday", "at six", "next week", "on Sunday")
+
+
+def dialogue(rng: random.Random) -> dict[str, str]:
+    a, b = rng.sample(NAMES, 2)
+    place, item, time = rng.choice(PLACES), rng.choice(ITEMS), rng.choice(TIMES)
+    yes = rng.random() < 0.5
+    lines = [
+        f"{a}: are you coming to the {place} {time}?",
+        f"{b}: {'yes, I will bring the' if yes else 'no, sorry, I lost the'} {item}.",
+        f"{a}: {'great, see you there' if yes else 'oh no, maybe next time'}!",
+    ]
+    verb = f"will come to the {place} {time} and bring the" if yes else "lost the"
+    summary = f"{b} {verb} {item}." if yes else f"{b} {verb} {item} and will not come."
+    return {"id": f"{rng.getrandbits(32):08x}", "dialogue": "\n".join(lines), "summary": summary}
+
+
+def arithmetic(rng: random.Random) -> tuple[str, list[str], int]:
+    x, y = rng.randint(1, 20), rng.randint(1, 20)
+    right = x + y
+    wrong = rng.sample([v for v in range(right - 6, right + 7) if v != right], 3)
+    return f"What is {x} plus {y}?", [str(v) for v in wrong], right
+
+
+def opposites(rng: random.Random) -> tuple[str, list[str], str]:
+    pairs = {"hot": "cold", "big": "small", "fast": "slow", "early": "late", "open": "closed"}
+    word = rng.choice(sorted(pairs))
+    wrong = rng.sample([v for v in pairs.values() if v != pairs[word]], 3)
+    return f"What is the opposite of {word}?", wrong, pairs[word]
+
+
+def mmlu_rows(rng: random.Random, make, n: int) -> list[list[str]]:
+    rows = []
+    for i in range(n):
+        question, wrong, right = make(rng)
+        answer = i % 4  # every letter equally often
+        choices = [*wrong[:answer], str(right), *wrong[answer:]]
+        rows.append([question, *choices, mmlu.LETTERS[answer]])
+    return rows
+
+
+def write_csv(path: Path, rows: list[list[str]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows(rows)
+
+
+def synthetic(out: Path, seed: int, n_dialogues: int, n_questions: int) -> None:
+    import torch
+    import transformers
+    from transformers import LlamaForCausalLM
+
+    transformers.utils.logging.disable_progress_bar()
+    rng = random.Random(seed)
+    records = [dialogue(rng) for _ in range(n_dialogues)]
+    (out / "samsum").mkdir(parents=True, exist_ok=True)
+    (out / TRAIN_JSON).write_text(json.dumps(records, indent=1), encoding="utf-8")
+    texts = []
+    for subject, make in (("arithmetic", arithmetic), ("opposites", opposites)):
+        dev, test = mmlu_rows(rng, make, 5), mmlu_rows(rng, make, n_questions)
+        write_csv(out / MMLU_DIR / "dev" / f"{subject}_dev.csv", dev)
+        write_csv(out / MMLU_DIR / "test" / f"{subject}_test.csv", test)
+        shots = [mmlu.Question(r[0], tuple(r[1:5]), mmlu.LETTERS.index(r[5])) for r in dev]
+        texts += [mmlu.prompt(subject, shots, q) for q in shots]
+    eos = tiny_llama.SPECIAL[2]
+    texts += [samsum.PROMPT.format(**r, eos=eos) for r in records]
+    ckpt = out / CHECKPOINT
+    tokenizer = tiny_llama.train_tokenizer(texts, ckpt)
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(tiny_llama.tiny_config(len(tokenizer)))
+    model.save_pretrained(ckpt, safe_serialization=True)
+
+
+def check_checkpoint(ckpt: Path) -> None:
+    """InputError naming the first missing or malformed file of an HF Llama checkpoint."""
+    config = ckpt / "config.json"
+    try:
+        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
+    except FileNotFoundError:
+        raise InputError(f"missing data: {config}") from None
+    except (OSError, ValueError, AttributeError) as e:
+        raise InputError(f"{config}: not a model config: {e}") from None
+    if model_type != "llama":
+        raise InputError(f"{config}: model_type is {model_type!r}, expected 'llama'")
+    weights = [ckpt / w for w in WEIGHTS if (ckpt / w).is_file()] or sorted(ckpt.glob("*.bin"))
+    if not weights:
+        raise InputError(f"missing data: {ckpt}/model.safetensors (or an index, or *.bin)")
+    if weights[0].name.endswith(".index.json"):
+        try:
+            shards = set(json.loads(weights[0].read_text(encoding="utf-8"))["weight_map"].values())
+        except (OSError, ValueError, KeyError, AttributeError) as e:
+            raise InputError(f"{weights[0]}: not a weight index: {e}") from None
+        for shard in sorted(shards):
+            if not (ckpt / shard).is_file():
+                raise InputError(f"missing data: {ckpt / shard} (listed in {weights[0].name})")
+    if not any((ckpt / t).is_file() for t in TOKENIZERS):
+        raise InputError(f"missing data: {ckpt}/tokenizer.model (or tokenizer.json)")
+
+
+def check(src: Path) -> None:
+    """The whole layout of a data directory; InputError names the first bad file."""
+    if not src.is_dir():
+        raise InputError(f"not a directory: {src}")
+    check_checkpoint(src / CHECKPOINT)
+    samsum.read_records(src / TRAIN_JSON)
+    root = src / MMLU_DIR
+    for subject in mmlu.subjects(root):
+        mmlu.read_questions(root / "dev" / f"{subject}_dev.csv")
+        mmlu.read_questions(root / "test" / f"{subject}_test.csv")
+
+
+def stage(src: Path, out: Path) -> None:
+    """Copy the checked layout of ``src`` into ``out`` (existing files are replaced)."""
+    for rel in (CHECKPOINT, "samsum", MMLU_DIR):
+        shutil.copytree(src / rel, out / rel, dirs_exist_ok=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, type=Path, help="the case's data directory")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--synthetic", action="store_true", help="tiny offline model and data")
+    mode.add_argument("--from", dest="src", type=Path, help="stage a real data directory")
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--dialogues", type=int, default=1200)
+    parser.add_argument("--questions", type=int, default=24, help="MMLU test rows per subject")
+    args = parser.parse_args(argv)
+    try:
+        if args.synthetic:
+            synthetic(args.out, args.seed, args.dialogues, args.questions)
+            print(f"wrote synthetic llama2_7b_finetune-pytorch data to {args.out}")
+            return 0
+        if args.src is None:
+            raise InputError(
+                f"pass --synthetic, or --from DIR holding {CHECKPOINT}/ (Llama-2-7B, HF layout), "
+                f"{TRAIN_JSON} and {MMLU_DIR}/dev, {MMLU_DIR}/test, to stage into {args.out}"
+            )
+        check(args.src)
+        stage(args.src, args.out)
+        print(f"staged {args.src} into {args.out}")
+        return 0
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
