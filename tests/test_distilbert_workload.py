@@ -6,6 +6,7 @@ configs (seq 512) are what `fleetperf --batch` runs.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -118,12 +119,13 @@ def _events(run_dir: Path) -> list[dict]:
 
 def _model_flops(data_dir: Path) -> harness.ModelFlops:
     """The case's own FLOPs counting, applied to the staged checkpoint."""
-    sys.path.insert(0, str(CASE_DIR))
-    from run import model_flops
     from transformers import DistilBertForSequenceClassification
 
+    spec = importlib.util.spec_from_file_location("distilbert_pytorch_run", CASE_DIR / "run.py")
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
     model = DistilBertForSequenceClassification.from_pretrained(data_dir / "checkpoint")
-    return model_flops(model, HP["max_seq_length"])
+    return run.model_flops(model, HP["max_seq_length"])
 
 
 def _measured_peak(data_dir: Path, threads: int) -> float:
