@@ -65,6 +65,7 @@ def _sub_parser() -> argparse.ArgumentParser:
     prep = sub.add_parser("prepare", help="stage a case's data and checkpoint")
     prep.add_argument("case")
     prep.add_argument("--synthetic", action="store_true", help="tiny offline data and model")
+    prep.add_argument("--from", dest="src", type=Path, help="check and stage a real data dir")
     prep.add_argument("--data-root", type=Path, default=None)
     res = sub.add_parser("results", help="tables from the results store")
     res.add_argument("run_id", nargs="?")
@@ -103,13 +104,15 @@ def cmd_cases() -> int:
     return 0
 
 
-def cmd_prepare(case_name: str, synthetic: bool, data_root: Path) -> int:
+def cmd_prepare(case_name: str, synthetic: bool, data_root: Path, src: Path | None) -> int:
     case = catalog.load_case(case_name)
     if not case.prepare:
         raise catalog.CatalogError(f"case {case.name}: declares no prepare script")
     argv = [sys.executable, str(case.dir / case.prepare), "--out", str(data_root / case.name)]
     if synthetic:
         argv.append("--synthetic")
+    if src is not None:
+        argv += ["--from", str(src.resolve())]
     env = {**os.environ, "PYTHONPATH": str(catalog.HARNESS_DIR)}
     return subprocess.run(argv, env=env, check=False).returncode
 
@@ -238,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "cases":
                 return cmd_cases()
             if args.command == "prepare":
-                return cmd_prepare(args.case, args.synthetic, args.data_root or default_data_root())
+                data_root = args.data_root or default_data_root()
+                return cmd_prepare(args.case, args.synthetic, data_root, args.src)
             if args.command == "peak":
                 return cmd_peak(args.data_root or default_data_root())
             if args.command == "cleanup":
