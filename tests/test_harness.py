@@ -305,3 +305,10 @@ def test_load_config_names_the_path(tmp_path):
         harness.load_config(tmp_path / "nope.json")
     (tmp_path / "c.json").write_text('{"hp": {"a": 1}}')
     assert harness.load_config(tmp_path / "c.json")["hp"] == {"a": 1}
+
+
+# --------------------------------------------------------------------------- registry
+def test_docs_show_the_registry():
+    from harness.metrics import markdown_table
+
+    assert markdown_table() in (REPO / "docs" / "metrics.md").read_text()

@@ -44,7 +44,7 @@ STANDARD: tuple[Metric, ...] = (
         "s",
         False,
         ".1f",
-        "seconds from workload process start to exit on global rank 0, init included",
+        "seconds from workload process start to its result on global rank 0, init included",
     ),
     _m(
         "e2e_time_main",
@@ -58,28 +58,28 @@ STANDARD: tuple[Metric, ...] = (
         "samples/s",
         True,
         ".1f",
-        "training samples / training wall time, evaluation included",
+        "training samples after warm-up / their wall time, evaluation included",
     ),
     _m(
         "p_train",
         "samples/s",
         True,
         ".1f",
-        "training samples / training wall time without evaluation",
+        "the same samples / the same wall time without evaluation (per rank, then slowest)",
     ),
     _m(
         "p_core",
         "samples/s",
         True,
         ".1f",
-        "training samples / compute time (forward, backward, optimizer; device synchronised)",
+        "the same samples / their compute time (forward, backward, optimizer; synchronised)",
     ),
     _m(
         "tokens_per_s_per_device",
         "tokens/s",
         True,
         ".1f",
-        "real (non-pad) training tokens / training time without evaluation / devices",
+        "real (non-pad) tokens of those samples / training time without evaluation / devices",
     ),
     _m(
         "mfu",
@@ -97,7 +97,13 @@ STANDARD: tuple[Metric, ...] = (
     ),
     _m("acc", "fraction", True, ".3f", "the case's evaluation accuracy"),
     _m("loss", "", False, ".4f", "mean training loss of the last logging window"),
-    _m("mem_used_gib", "GiB", False, ".1f", "peak device memory used (host RSS on CPU)"),
+    _m(
+        "mem_used_gib",
+        "GiB",
+        False,
+        ".1f",
+        "peak device memory used (on CPU: the workload and its data-loader workers)",
+    ),
     _m("mem_total_gib", "GiB", None, ".1f", "device memory total (host memory on CPU)"),
     _m(
         "warmup_samples",
@@ -123,3 +129,12 @@ def registry(extra: Iterable[Metric] = ()) -> dict[str, Metric]:
             raise ValueError(f"metric {metric.name!r} is standard: a case may not redefine it")
         out[metric.name] = metric
     return out
+
+
+def markdown_table(metrics: Iterable[Metric] = STANDARD) -> str:
+    """The registry as the Markdown table docs/metrics.md shows (a test keeps them equal)."""
+    rows = ["| name | unit | better | shown as | meaning |", "| --- | --- | --- | --- | --- |"]
+    for m in metrics:
+        better = {True: "higher", False: "lower", None: "—"}[m.higher_is_better]
+        rows.append(f"| `{m.name}` | {m.unit or '—'} | {better} | `{m.fmt}` | {m.meaning} |")
+    return "\n".join(rows) + "\n"
