@@ -78,6 +78,28 @@ class Fleetperf:
         return sorted((self.results / "hosts" / host).glob("*"))
 
 
+def write_inventory(path: Path, hosts: dict[str, dict[str, object]], group: str = "cpu") -> Path:
+    """An inventory with one vendor group; host vars written as JSON (valid YAML)."""
+    lines = ["all:", "  children:", f"    {group}:", "      hosts:"]
+    for name, hostvars in hosts.items():
+        lines.append(f"        {name}:")
+        lines += [f"          {k}: {json.dumps(v)}" for k, v in hostvars.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def local_host(fp: Fleetperf, name: str) -> dict[str, object]:
+    """Host vars for a host that is this machine under another name, with its own run root."""
+    return {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
+        "fleetperf_repo_dir": "{{ fleetperf_controller_root }}",
+        "fleetperf_python": "{{ fleetperf_controller_python }}",
+        "fleetperf_data_root": "{{ fleetperf_controller_data_root }}",
+        "fleetperf_run_root": str(fp.results / "hosts" / name),
+    }
+
+
 @pytest.fixture
 def emitter(tmp_path: Path) -> Fleetperf:
     """The torch-free emitter case, copied so a test may edit it, with its data staged."""

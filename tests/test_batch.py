@@ -13,27 +13,7 @@ import statistics
 import time
 from pathlib import Path
 
-from conftest import Fleetperf
-
-
-def write_inventory(path: Path, hosts: dict[str, dict[str, object]]) -> Path:
-    lines = ["all:", "  children:", "    cpu:", "      hosts:"]
-    for name, hostvars in hosts.items():
-        lines.append(f"        {name}:")
-        lines += [f"          {k}: {json.dumps(v)}" for k, v in hostvars.items()]
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def local_host(fp: Fleetperf, name: str) -> dict[str, object]:
-    return {
-        "ansible_connection": "local",
-        "ansible_python_interpreter": "{{ ansible_playbook_python }}",
-        "fleetperf_repo_dir": "{{ fleetperf_controller_root }}",
-        "fleetperf_python": "{{ fleetperf_controller_python }}",
-        "fleetperf_data_root": "{{ fleetperf_controller_data_root }}",
-        "fleetperf_run_root": str(fp.results / "hosts" / name),
-    }
+from conftest import Fleetperf, local_host, write_inventory
 
 
 def pid_gone(pid_file: Path) -> bool:
@@ -109,7 +89,8 @@ def test_missing_data_exits_2_and_launches_nothing(emitter: Fleetperf) -> None:
     err = out.stderr.strip().splitlines()
     assert len(err) == 1
     assert f"host localhost: missing {emitter.data_root}/emitter/marker" in err[0]
-    assert "fleetperf prepare emitter" in err[0] and "nothing launched" in err[0]
+    assert f"fleetperf prepare emitter --data-root {emitter.data_root})" in err[0]
+    assert "nothing launched" in err[0]
     assert not any((d / "workload.pid").exists() for d in emitter.host_dirs())
     assert not (emitter.results / "fleetperf.sqlite").exists() or emitter.records() == []
 
@@ -213,3 +194,49 @@ def test_ctrl_c_aborts_stops_the_workload_and_records_it(emitter: Fleetperf) -> 
     assert rec["status"] == "aborted"
     (host_dir,) = emitter.host_dirs()
     assert pid_gone(host_dir / "workload.pid")
+
+
+def _descendants(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        for child in (task / "children").read_text().split():
+            out += [int(child), *_descendants(int(child))]
+    return out
+
+
+def test_killed_controller_is_interrupted_then_cleaned_up(emitter: Fleetperf) -> None:
+    proc = emitter.popen(
+        "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "--set", "hang_at_step=3"
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if " step " in line:
+            break
+    # SIGKILL: the controller and ansible-playbook under it; the workload (its own
+    # session, started by the launch module) keeps running on the host.
+    for pid in [*reversed(_descendants(proc.pid)), proc.pid]:
+        os.kill(pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
+    (host_dir,) = emitter.host_dirs()
+    assert not pid_gone(host_dir / "workload.pid")
+
+    out = emitter.run("results", "--status", "all")
+    assert "was interrupted: its controller stopped" in out.stderr
+    (rec,) = emitter.records()
+    assert rec["status"] == "interrupted" and rec["finished"] is None
+
+    out = emitter.run("cleanup")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"cleaned {rec['run_id']}: stopped on localhost" in out.stdout
+    assert pid_gone(host_dir / "workload.pid")
+    assert emitter.run("cleanup").stdout.strip() == "no interrupted runs to clean up"
+    (rec,) = emitter.records()
+    assert rec["status"] == "interrupted"
+
+
+def test_refused_run_leaves_no_run_directory(emitter: Fleetperf) -> None:
+    (emitter.data_root / "emitter" / "marker").unlink()
+    out = emitter.batch("emitter", "cpu/CPUx1x1")
+    assert out.returncode == 2
+    assert list((emitter.results / "runs").glob("*")) == []
+    assert emitter.records() == []

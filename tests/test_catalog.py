@@ -126,3 +126,80 @@ def test_overridable_key_needs_a_default(cases: Path) -> None:
     path.write_text(path.read_text().replace("  - num_workers\n", "  - num_workers\n  - ghost\n"))
     with pytest.raises(CatalogError, match="overridable: 'ghost' has no default"):
         catalog.load_case("distilbert-pytorch", cases)
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (
+            ("report: [precision,", "report: [precision, speed,"),
+            "report.1: unknown report column 'speed'",
+        ),
+        (
+            ("report: [precision,", "report: [precision, speed(MMLU),"),
+            "report.1: unknown report column",
+        ),
+        (
+            (
+                "defaults:",
+                "metrics: [{name: acc, unit: '', higher_is_better: true, meaning: x}]\ndefaults:",
+            ),
+            "metrics: metric 'acc' is standard",
+        ),
+        (
+            ("defaults:", "metrics: [{name: bleu, unit: ''}]\ndefaults:"),
+            "metrics.0.higher_is_better: Field required",
+        ),
+        (
+            (
+                "defaults:",
+                "metrics: [{name: bleu, unit: '', higher_is_better: true, fmt: '%d',"
+                " meaning: x}]\ndefaults:",
+            ),
+            "metrics.0.fmt",
+        ),
+        (("overridable:", "settings: [ghost]\noverridable:"), "settings: 'ghost' has no default"),
+    ],
+)
+def test_report_metrics_and_settings_are_checked_at_load(
+    cases: Path, edit: tuple[str, str], needle: str
+) -> None:
+    path = cases / "distilbert-pytorch" / "case.yaml"
+    path.write_text(path.read_text().replace(*edit, 1))
+    with pytest.raises(CatalogError) as err:
+        catalog.load_case("distilbert-pytorch", cases)
+    assert str(err.value).startswith("distilbert-pytorch/case.yaml: ") or "case.yaml: " in str(
+        err.value
+    )
+    assert needle in str(err.value), str(err.value)
+
+
+def test_a_case_metric_reaches_the_record_and_the_table(cases: Path) -> None:
+    from tui.record import CaseMetric, RunRecord
+    from tui.tables import to_csv, to_markdown
+
+    path = cases / "distilbert-pytorch" / "case.yaml"
+    text = path.read_text().replace(
+        "defaults:",
+        "metrics: [{name: bleu, unit: points, higher_is_better: true, fmt: '.2f',"
+        " meaning: corpus BLEU}]\ndefaults:",
+        1,
+    )
+    path.write_text(text.replace("report: [precision,", "report: [precision, bleu,", 1))
+    case = catalog.load_case("distilbert-pytorch", cases)
+    record = RunRecord(
+        run_id="r-1",
+        case=case.name,
+        vendor="cpu",
+        config="CPUx1x1",
+        status="passed",
+        started="2026-11-22T10:00:00Z",
+        metrics={"bleu": 31.256, "p_core": 5.0},
+        case_metrics=[CaseMetric(**m.model_dump()) for m in case.metrics],
+        columns=case.report,
+    )
+    assert record.metrics["bleu"] == 31.256 and record.to_json_dict()["metrics"]["bleu"] == 31.256
+    table = to_markdown([record])
+    assert "| 配置 | precision | bleu |" in table
+    assert "| CPU单机单卡（1x1） | / | 31.26 |" in table and "bleu: points" in table
+    assert "bleu (points)" in to_csv([record]).splitlines()[0]

@@ -4,6 +4,8 @@ and two controllers writing at once."""
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -141,3 +143,71 @@ def test_failed_add_leaves_store_unchanged(tmp_path: Path) -> None:
         with pytest.raises(sqlite3.IntegrityError):
             store.add(broken)
         assert store.list() == [record]
+
+
+_WRITER = """
+import sys
+from seed_records import seed001_records
+from tui.store import ResultStore
+base = seed001_records()[0]
+with ResultStore(sys.argv[1]) as store:
+    for i in range(int(sys.argv[3])):
+        store.add(base.model_copy(update={"run_id": f"{sys.argv[2]}-{i}"}))
+"""
+
+
+def test_two_controllers_writing_at_once_keep_every_record(tmp_path: Path) -> None:
+    path = tmp_path / "fleetperf.sqlite"
+    env = {"PYTHONPATH": f"{REPO}:{REPO / 'tests'}", "PATH": "/usr/bin:/bin"}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(path), name, "40"], env=env)
+        for name in ("cron-a", "cron-b")
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    with ResultStore(path) as store:
+        ids = {r.run_id for r in store.list()}
+    assert ids == {f"{n}-{i}" for n in ("cron-a", "cron-b") for i in range(40)}
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("SELECT count(*) FROM metrics").fetchone()[0] == 80 * 7
+    finally:
+        conn.close()
+
+
+def test_a_version_1_store_is_migrated_with_its_runs(tmp_path: Path) -> None:
+    path = tmp_path / "fleetperf.sqlite"
+    conn = sqlite3.connect(path)
+    conn.executescript(
+        """
+        CREATE TABLE runs (run_id TEXT PRIMARY KEY, batch_id TEXT, case_name TEXT NOT NULL,
+            vendor TEXT NOT NULL, config TEXT NOT NULL, chip TEXT NOT NULL,
+            nnodes INTEGER NOT NULL, nproc_per_node INTEGER NOT NULL, hosts TEXT NOT NULL,
+            status TEXT NOT NULL CHECK (status IN ('passed', 'failed', 'aborted')),
+            error TEXT, started TEXT NOT NULL, finished TEXT NOT NULL, precision TEXT,
+            fix_hp TEXT NOT NULL, report_columns TEXT NOT NULL, short_names TEXT NOT NULL,
+            notes TEXT NOT NULL, run_dir TEXT);
+        CREATE TABLE metrics (run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
+            name TEXT NOT NULL, value REAL NOT NULL, PRIMARY KEY (run_id, name));
+        INSERT INTO runs VALUES ('old', NULL, 'distilbert-pytorch', 'cpu', 'CPUx1x1', 'CPU',
+            1, 1, '["localhost"]', 'passed', NULL, '2026-11-20T10:00:00Z',
+            '2026-11-20T10:05:00Z', 'fp32', '{}', '[]', '{}', '[]', NULL);
+        INSERT INTO metrics VALUES ('old', 'p_core', 12.5);
+        PRAGMA user_version = 1;
+        """
+    )
+    conn.close()
+    with ResultStore(path) as store:
+        (old,) = store.list()
+        assert old.run_id == "old" and old.metrics["p_core"] == 12.5
+        assert old.environment == {} and old.executor is None
+        running = old.model_copy(update={"run_id": "new", "status": "running", "finished": None})
+        store.add(running)  # the new statuses are allowed now
+        assert store.get("new").status == "running"
+        assert store.delete("old") and not store.delete("old")
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert conn.execute("SELECT count(*) FROM metrics WHERE run_id = 'old'").fetchone()[0] == 0
+    finally:
+        conn.close()

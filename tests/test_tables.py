@@ -150,3 +150,22 @@ def test_csv_parses_back() -> None:
     assert float(rows[2]["p_core (samples/s)"]) == 287.9
     assert rows[2]["loss"] == ""  # unknown -> empty cell
     assert float(rows[4]["mfu (fraction)"]) == 0.238
+
+
+def test_a_run_on_a_loaded_host_is_flagged() -> None:
+    quiet, busy = seed001_records()[:2]
+    busy = busy.model_copy(update={"load_per_cpu": 1.5})
+    lines = to_markdown([quiet.model_copy(update={"load_per_cpu": 0.1}), busy]).splitlines()
+    assert lines[2].endswith("| mem | status |")
+    assert lines[4].endswith("| 13.9/40.0 | passed |")
+    assert lines[5].endswith("| passed (loaded host: load 1.5 per CPU at start) |")
+
+
+def test_ids_legend_and_csv_end() -> None:
+    records = seed001_records()
+    lines = to_markdown(records, ids=True).splitlines()
+    assert lines[2].startswith("| run | date | 配置 |")
+    assert lines[4].startswith("| r1 | 2026-11-21 | A100单机8卡（1x8） |")
+    assert lines[-1].startswith("Units: e2e_time: seconds;")
+    text = to_csv(records)
+    assert not text.endswith("\n") and len(text.splitlines()) == 5

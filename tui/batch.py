@@ -38,6 +38,7 @@ class BatchArgs:
     results_dir: Path
     data_root: Path
     fmt: str
+    wait_s: float = 0.0
 
 
 def pair_cases(cases: list[str], configs: list[str]) -> list[tuple[str, str]]:
@@ -140,7 +141,9 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
     try:
         sets = catalog.parse_sets(args.sets)
         pairs = pair_cases(args.cases, args.configs)
-        session = Session(args.inventory, args.results_dir, args.data_root)
+        session = Session(
+            args.inventory, args.results_dir, args.data_root, lease_wait_s=args.wait_s
+        )
     except catalog.CatalogError as exc:
         print(f"fleetperf: error: {exc}", file=err)
         return EXIT_BAD_INPUT

@@ -78,6 +78,9 @@ class CaseSpec(_Strict):
     short_names: dict[str, str] = Field(default_factory=dict)
     defaults: dict[str, Any]
     overridable: list[str]
+    # Harness run settings (sample budget, logging, workers): kept in the record's hp, left
+    # out of the table's fix_hp, which shows the seed's hyperparameters (bs, lr, ...).
+    settings: list[str] = Field(default_factory=list)
     # Limits for case-specific numeric keys (the shared ones are in Hyperparameters).
     bounds: dict[str, Bounds] = Field(default_factory=dict)
     dir: Path
@@ -183,9 +186,10 @@ def load_case(name: str, cases_dir: Path = CASES_DIR) -> CaseSpec:
         raise CatalogError(f"{_rel(path)}: name: {case.name!r} differs from the folder {name!r}")
     _check_hp(_rel(path), "defaults", case.defaults)
     _check_report(_rel(path), case)
-    unknown = [k for k in case.overridable if k not in case.defaults]
-    if unknown:
-        raise CatalogError(f"{_rel(path)}: overridable: {unknown[0]!r} has no default")
+    for field in ("overridable", "settings"):
+        unknown = [k for k in getattr(case, field) if k not in case.defaults]
+        if unknown:
+            raise CatalogError(f"{_rel(path)}: {field}: {unknown[0]!r} has no default")
     return case
 
 

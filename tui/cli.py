@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tui import catalog
 from tui.record import STATUSES, RunRecord
-from tui.store import ResultStore
+from tui.store import ResultStore, mark_interrupted
 from tui.tables import FORMATS, render
 
 SUBCOMMANDS = ("cases", "prepare", "results", "cleanup", "peak")
@@ -47,6 +47,13 @@ def _main_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", type=Path, default=None, help="results directory")
     p.add_argument("--data-root", type=Path, default=None, help="data root for local hosts")
     p.add_argument("--format", choices=FORMATS, default="md", help="final table format")
+    p.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait up to SECONDS for hosts another controller holds (default: refuse at once)",
+    )
     p.add_argument("--version", action="version", version=f"fleetperf {version()}")
     return p
 
@@ -144,6 +151,11 @@ def cmd_results(args: argparse.Namespace, results_dir: Path) -> int:
     if args.prune and not (args.run_id or args.status or args.older_than is not None):
         raise catalog.CatalogError("--prune: name the runs (RUN_ID, --status or --older-than)")
     with _open_store(results_dir) as store:
+        for record in mark_interrupted(store):
+            print(
+                f"fleetperf: run {record.run_id} was interrupted: its controller stopped",
+                file=sys.stderr,
+            )
         records, hidden = _select(args, store)
         if args.prune:
             return _prune(store, records)
@@ -175,7 +187,6 @@ def _prune(store: ResultStore, records: list[RunRecord]) -> int:
 def cmd_cleanup(results_dir: Path, data_root: Path) -> int:
     """playbooks/stop.yml for every interrupted run not cleaned yet, on its hosts."""
     from tui import fleet
-    from tui.session import mark_interrupted
 
     code = 0
     with _open_store(results_dir) as store:
@@ -268,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
                 results_dir=(args.results or default_results_dir()).resolve(),
                 data_root=(args.data_root or default_data_root()).resolve(),
                 fmt=args.format,
+                wait_s=args.wait,
             )
         )
     except catalog.CatalogError as exc:

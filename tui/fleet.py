@@ -31,7 +31,7 @@ Status = Literal["passed", "failed", "aborted", "bad_input"]
 # operator's shell (tokens, cloud keys) reaches ansible, the hosts or the run's artifacts.
 _ENV_KEEP = ("PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR", "SSH_AUTH_SOCK")
 # ANSIBLE_* settings are the operator's configuration (config file, vault password file,
-# private key file: paths); a value itself that is secret would not be named like this.
+# private key file); of those named like a secret, only paths (``..._FILE``) pass.
 _SECRET_WORDS = ("PASS", "SECRET", "TOKEN")
 
 
@@ -43,7 +43,8 @@ def ansible_env() -> dict[str, str]:
         {
             k: v
             for k, v in os.environ.items()
-            if k.startswith("ANSIBLE_") and not any(w in k for w in _SECRET_WORDS)
+            if k.startswith("ANSIBLE_")
+            and (k.endswith("_FILE") or not any(w in k for w in _SECRET_WORDS))
         }
     )
     bindir = str(Path(sys.executable).parent)

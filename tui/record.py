@@ -19,6 +19,7 @@ from harness.metrics import METRICS, Metric, registry
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 Status = Literal["passed", "failed", "aborted", "running", "interrupted"]
+LOADED = 0.5  # load per CPU from which a run's host counts as busy with other work
 STATUSES = ("passed", "failed", "aborted", "running", "interrupted")
 
 # Every record carries all standard metrics (null where not applicable): one JSON/CSV shape.
@@ -120,6 +121,7 @@ class RunRecord(BaseModel):
     finished: str | None = None  # None while running
     precision: str | None = None
     fix_hp: dict[str, Any] = Field(default_factory=dict)
+    hp: dict[str, Any] = Field(default_factory=dict)  # every resolved hyperparameter
     metrics: dict[str, float | None] = Field(default_factory=dict)
     # The workload's own words, e.g. why p_core < p_train.
     notes: list[str] = Field(default_factory=list)
@@ -128,7 +130,9 @@ class RunRecord(BaseModel):
     # What the controller knows: how and where the workload ran.
     executor: str | None = None
     image: str | None = None
-    load_avg: float | None = None  # 1-minute load average of the first host at the start
+    # The first host's 1-minute load average / its CPUs when the run started, where the
+    # controller can read it (the host is this machine); tables flag a loaded host.
+    load_per_cpu: float | None = None
     case_metrics: list[CaseMetric] = Field(default_factory=list)
 
     # INTERNAL: for the store, the tables and cleanup; not part of the JSON record.
@@ -157,7 +161,7 @@ class RunRecord(BaseModel):
         lines = [line.strip() for line in value.splitlines() if line.strip()]
         return "; ".join(lines) or None
 
-    @field_validator("fix_hp", "environment")
+    @field_validator("fix_hp", "hp", "environment")
     @classmethod
     def _json_values(cls, value: dict[str, Any]) -> dict[str, Any]:
         try:

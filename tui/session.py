@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import threading
 import time
 import traceback
@@ -21,10 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from harness.vendors import precision_problem
+
 from tui import catalog, fleet
 from tui.events import CaseResult, Event, RunFinished, RunStarted
 from tui.record import CaseMetric, RunRecord, now_utc_iso
-from tui.store import ResultStore
+from tui.store import ResultStore, controller_id, mark_interrupted
 
 RunStatus = Literal["queued", "running", "passed", "failed", "aborted", "bad_input"]
 Callback = Callable[[Event], None]
@@ -185,8 +186,17 @@ class Batch:
 class Session:
     """Plans and runs cases against one inventory, one results directory, one data root."""
 
-    def __init__(self, inventory: Path, results_dir: Path, data_root: Path) -> None:
+    def __init__(
+        self,
+        inventory: Path,
+        results_dir: Path,
+        data_root: Path,
+        cases_dir: Path = catalog.CASES_DIR,
+        lease_wait_s: float = 0.0,
+    ) -> None:
         self.inventory = inventory
+        self.cases_dir = cases_dir
+        self.lease_wait_s = lease_wait_s  # how long a run waits for a host another holds
         self.results_dir = results_dir
         self.data_root = data_root
         self.store = ResultStore(results_dir / "fleetperf.sqlite")
@@ -205,8 +215,11 @@ class Session:
             raise catalog.CatalogError(f"--repeat {repeat}: must be at least 1")
         specs = []
         for case_name, ref in pairs:
-            case = catalog.load_case(case_name)
+            case = catalog.load_case(case_name, self.cases_dir)
             spec = catalog.resolve(case, catalog.load_config(case, ref), sets)
+            problem = precision_problem(spec.config.vendor, spec.precision)
+            if problem:  # refused here, not after a launch that fails inside the workload
+                raise catalog.CatalogError(f"{case_name} {ref}: {problem}")
             specs.append(spec)
         if self._inventory is None:
             self._inventory = fleet.load_inventory(self.inventory)
@@ -233,6 +246,7 @@ class Session:
             inventory=self.inventory,
             results_dir=self.results_dir,
             data_root=self.data_root,
+            lease_wait_s=self.lease_wait_s,
         )
 
     def _execute(self, run: RunHandle, batch_id: str) -> None:
@@ -251,13 +265,21 @@ class Session:
             # Refused in preflight: nothing ran, so nothing is kept.
             self.store.delete(run.run_id)
             shutil.rmtree(launch.run_dir, ignore_errors=True)
-            run._finish("bad_input", outcome.error, None)
+            run._finish("bad_input", self._with_data_root(outcome.error or "", spec), None)
             return
         record = self._finished(record, outcome)
         self.store.add(record)
         result_json = json.dumps(record.to_json_dict(), indent=2, ensure_ascii=False)
         (launch.run_dir / "result.json").write_text(result_json + "\n", encoding="utf-8")
         run._finish(outcome.status, outcome.error, record)
+
+    def _with_data_root(self, error: str, spec: catalog.RunSpec) -> str:
+        """The preflight's staging hint, completed with the data root this run looks in
+        (where it is this controller's), so following it stages the data there."""
+        hint = f"fleetperf prepare {spec.case.name})"
+        if hint in error and str(self.data_root) in error:
+            return error.replace(hint, f"{hint[:-1]} --data-root {self.data_root})")
+        return error
 
     def _record(self, launch: fleet.Launch, batch_id: str) -> RunRecord:
         """The 'running' record of a run about to start: what the controller knows."""
@@ -279,11 +301,16 @@ class Session:
             status="running",
             started=now_utc_iso(),
             precision=spec.precision,
-            fix_hp={k: v for k, v in spec.fix_hp.items() if k != "precision"},
+            fix_hp={
+                k: v
+                for k, v in spec.fix_hp.items()
+                if k != "precision" and k not in spec.case.settings
+            },
+            hp=spec.hp,
             executor=str(executor),
             image=str(image) if image else None,
             # Only a host that is this machine has a load the controller can read.
-            load_avg=round(os.getloadavg()[0], 2) if local else None,
+            load_per_cpu=round(os.getloadavg()[0] / (os.cpu_count() or 1), 2) if local else None,
             case_metrics=[CaseMetric(**m.model_dump()) for m in spec.case.metrics],
             columns=spec.case.report,
             short_names=spec.case.short_names,
@@ -311,36 +338,3 @@ class Session:
                 "environment": result.environment if result else {},
             }
         )
-
-
-def controller_id() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def mark_interrupted(store: ResultStore) -> list[RunRecord]:
-    """Runs left 'running' by a controller of this machine that is gone -> 'interrupted'."""
-    host = socket.gethostname()
-    marked = []
-    for record in store.list(status="running"):
-        owner, _, pid = (record.controller or "").rpartition(":")
-        if owner != host or not pid.isdigit() or _alive(int(pid)):
-            continue
-        record = record.model_copy(
-            update={
-                "status": "interrupted",
-                "error": "the controller stopped while the run was running",
-            }
-        )
-        store.add(record)
-        marked.append(record)
-    return marked

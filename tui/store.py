@@ -8,6 +8,8 @@ Controller code: no torch, no textual.
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -17,9 +19,9 @@ from typing import Any, NamedTuple, Self
 
 from tui.record import RunRecord
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
-_RUNS_V2 = """CREATE TABLE runs (
+_RUNS = """CREATE TABLE runs (
     run_id         TEXT PRIMARY KEY,
     batch_id       TEXT,
     case_name      TEXT NOT NULL,
@@ -36,11 +38,12 @@ _RUNS_V2 = """CREATE TABLE runs (
     finished       TEXT,
     precision      TEXT,
     fix_hp         TEXT NOT NULL,  -- JSON object
+    hp             TEXT NOT NULL DEFAULT '{}',  -- JSON object
     notes          TEXT NOT NULL,  -- JSON list
     environment    TEXT NOT NULL,  -- JSON object
     executor       TEXT,
     image          TEXT,
-    load_avg       REAL,
+    load_per_cpu   REAL,
     case_metrics   TEXT NOT NULL,  -- JSON list of metric definitions
     report_columns TEXT NOT NULL,  -- JSON list
     short_names    TEXT NOT NULL,  -- JSON object
@@ -61,7 +64,7 @@ _INDEXES = (
     "CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status)",
     "CREATE INDEX IF NOT EXISTS metrics_by_name ON metrics (name, run_id)",
 )
-# Version 1 columns, in the order version 2 keeps them (a v1 store is migrated on open).
+# Version 1 columns (a v1 store is migrated on open).
 _V1_COLUMNS = (
     "run_id, batch_id, case_name, vendor, config, chip, nnodes, nproc_per_node, hosts, "
     "status, error, started, finished, precision, fix_hp, report_columns, short_names, "
@@ -71,7 +74,16 @@ _V1_COLUMNS = (
 # Record field -> column, where the name differs ("case" is an SQL keyword).
 _COLUMN = {"case": "case_name", "columns": "report_columns"}
 _RUN_FIELDS = tuple(name for name in RunRecord.model_fields if name != "metrics")
-_JSON_FIELDS = ("hosts", "fix_hp", "notes", "environment", "case_metrics", "columns", "short_names")
+_JSON_FIELDS = (
+    "hosts",
+    "fix_hp",
+    "hp",
+    "notes",
+    "environment",
+    "case_metrics",
+    "columns",
+    "short_names",
+)
 _COLUMNS = tuple(_COLUMN.get(f, f) for f in _RUN_FIELDS)
 _UPSERT_RUN = (
     f"INSERT INTO runs ({', '.join(_COLUMNS)}) "
@@ -153,16 +165,20 @@ class ResultStore:
                     f"({SCHEMA_VERSION}); upgrade fleetperf"
                 )
             if version == 0:
-                conn.execute(_RUNS_V2)
+                conn.execute(_RUNS)
                 conn.execute(_METRICS)
             elif version == 1:  # new columns, and a status check that knows 'running'
-                conn.execute(_RUNS_V2.replace("CREATE TABLE runs", "CREATE TABLE runs_v2"))
+                conn.execute(_RUNS.replace("CREATE TABLE runs", "CREATE TABLE runs_new"))
                 conn.execute(
-                    f"INSERT INTO runs_v2 ({_V1_COLUMNS}, environment, case_metrics) "
+                    f"INSERT INTO runs_new ({_V1_COLUMNS}, environment, case_metrics) "
                     f"SELECT {_V1_COLUMNS}, '{{}}', '[]' FROM runs"
                 )
                 conn.execute("DROP TABLE runs")
-                conn.execute("ALTER TABLE runs_v2 RENAME TO runs")
+                conn.execute("ALTER TABLE runs_new RENAME TO runs")
+            elif version == 2:  # hp added; the raw load average became load per CPU
+                conn.execute("ALTER TABLE runs ADD COLUMN hp TEXT NOT NULL DEFAULT '{}'")
+                conn.execute("ALTER TABLE runs RENAME COLUMN load_avg TO load_per_cpu")
+                conn.execute("UPDATE runs SET load_per_cpu = NULL")
             for statement in _INDEXES:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -249,3 +265,38 @@ def _filters(**equals: str | None) -> tuple[list[str], list[Any]]:
 
 def _where(conditions: list[str]) -> str:
     return " WHERE " + " AND ".join(conditions) if conditions else ""
+
+
+def controller_id() -> str:
+    """Who runs a run: "hostname:pid" of this controller."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def mark_interrupted(store: ResultStore) -> list[RunRecord]:
+    """Runs left 'running' by a controller of this machine that is gone -> 'interrupted'.
+    (A controller on another machine is not ours to judge: its runs stay as they are.)"""
+    host = socket.gethostname()
+    marked = []
+    for record in store.list(status="running"):
+        owner, _, pid = (record.controller or "").rpartition(":")
+        if owner != host or not pid.isdigit() or _alive(int(pid)):
+            continue
+        record = record.model_copy(
+            update={
+                "status": "interrupted",
+                "error": "the controller stopped while the run was running",
+            }
+        )
+        store.add(record)
+        marked.append(record)
+    return marked

@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.metrics import Metric
 
-from tui.record import METRIC_KEYS, QUALIFIED, RunRecord, column_key
+from tui.record import LOADED, METRIC_KEYS, QUALIFIED, RunRecord, column_key
 
 FORMATS = ("md", "csv", "json")
 
@@ -119,8 +119,9 @@ def _case_table(case: str, runs: list[RunRecord], ids: bool) -> str:
     metrics: dict[str, Metric] = {}
     for run in runs:
         metrics.update(run.registry())
-    # A failed/aborted run keeps its partial numbers, so the table must say it did not pass.
-    show_status = any(r.status != "passed" for r in runs)
+    # A failed/aborted run keeps its partial numbers, so the table must say it did not pass;
+    # a run on a busy host is not silently mixed with quiet ones.
+    show_status = any(r.status != "passed" or _loaded(r) for r in runs)
     header = [
         *(["run", "date"] if ids else []),
         "配置",
@@ -212,11 +213,17 @@ def _tokens(value: float) -> str:
 _SEED_STYLE = {"loss": _loss, "tokens_per_s_per_device": _tokens}
 
 
+def _loaded(run: RunRecord) -> bool:
+    return run.load_per_cpu is not None and run.load_per_cpu >= LOADED
+
+
 def _status_cell(run: RunRecord) -> str:
-    if run.status == "passed" or not run.error:
-        return run.status
-    error = run.error if len(run.error) <= 80 else run.error[:79] + "…"
-    return f"{run.status}: {error}"
+    cell = run.status
+    if run.status != "passed" and run.error:
+        cell += ": " + (run.error if len(run.error) <= 80 else run.error[:79] + "…")
+    if _loaded(run):
+        cell += f" (loaded host: load {run.load_per_cpu:g} per CPU at start)"
+    return cell
 
 
 def render(records: Iterable[RunRecord], fmt: str, ids: bool = False) -> str:

@@ -1,0 +1,124 @@
+"""The engine (tui/session.py) driven directly, as the terminal app drives it: host choice,
+runs at once on free hosts, events, cancel, records. Real ansible-runner, local hosts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, Fleetperf, local_host, write_inventory
+
+from tui import catalog
+from tui.catalog import CatalogError
+from tui.events import Event, HostState, MetricSample, RunFinished, RunStarted
+from tui.session import Session
+
+
+def session(fp: Fleetperf, inventory: Path) -> Session:
+    return Session(inventory, fp.results, fp.data_root, cases_dir=fp.cases_dir)
+
+
+def test_hosts_chosen_by_vendor_chip_and_devices(tmp_path: Path) -> None:
+    inv = write_inventory(
+        tmp_path / "inv.yml",
+        {
+            "h100": {"fleetperf_chip": "H100", "fleetperf_devices": 8},
+            "a100-small": {"fleetperf_chip": "A100", "fleetperf_devices": 1},
+            "a100-big": {"fleetperf_chip": "A100", "fleetperf_devices": 8},
+        },
+        group="nvidia",
+    )
+    s = Session(inv, tmp_path / "results", tmp_path / "data")
+    try:
+        (eight,) = s.plan([("distilbert-pytorch", "nvidia/A100x1x8")])
+        assert eight.hosts == ["a100-big"]  # not the H100, not the one-device A100
+        one = s.plan([("distilbert-pytorch", "nvidia/A100x1x1")], repeat=2)
+        assert [p.hosts for p in one] == [["a100-small"], ["a100-big"]]  # spread out
+        with pytest.raises(CatalogError, match="has 1 host.s. with chip A100 and 8. devices"):
+            s.plan([("distilbert-pytorch", "nvidia/A100x2x8")])
+    finally:
+        s.close()
+    # The chip a group's vars give (playbooks/group_vars/nvidia.yml: A100) counts too.
+    plain = write_inventory(tmp_path / "plain.yml", {"gpu1": {}}, group="nvidia")
+    s = Session(plain, tmp_path / "results", tmp_path / "data")
+    try:
+        assert s.plan([("distilbert-pytorch", "nvidia/A100x1x1")])[0].hosts == ["gpu1"]
+    finally:
+        s.close()
+    assert not (tmp_path / "results" / "runs").exists()  # planning launches nothing
+
+
+def test_independent_runs_share_no_host_and_run_at_once(emitter: Fleetperf, tmp_path: Path) -> None:
+    inv = write_inventory(
+        tmp_path / "inv.yml",
+        {"node1": local_host(emitter, "node1"), "node2": local_host(emitter, "node2")},
+    )
+    s = session(emitter, inv)
+    try:
+        sets = catalog.parse_sets(["steps=6", "interval_s=0.5"])
+        plans = s.plan([("emitter", "cpu/CPUx1x1")], sets, repeat=3)
+        assert [p.hosts for p in plans] == [["node1"], ["node2"], ["node1"]]
+        batch = s.start(plans)
+        seen: list[Event] = []
+        lock = threading.Lock()
+
+        def keep(ev: Event) -> None:
+            with lock:
+                seen.append(ev)
+
+        batch.subscribe(keep)  # after start: the events so far are replayed
+        third: list[Event] = []
+        batch.runs[2].subscribe(third.append)
+        records = batch.wait(timeout=600)
+    finally:
+        s.close()
+    assert batch.done and [r.status for r in batch.runs] == ["passed"] * 3
+    assert [r.run_id for r in records] == [p.run_id for p in plans]
+    started = {ev.run_id: ev.t for ev in seen if isinstance(ev, RunStarted)}
+    finished = {ev.run_id: ev.t for ev in seen if isinstance(ev, RunFinished)}
+    first, second, last = (p.run_id for p in plans)
+    # The first two overlap (different hosts); the third waited for node1.
+    assert started[second] < finished[first] and started[first] < finished[second]
+    assert started[last] >= finished[first]
+    # Every event names its run; a run's own stream has only its events, in order.
+    assert {ev.run_id for ev in seen} == {first, second, last}
+    assert isinstance(third[0], RunStarted) and isinstance(third[-1], RunFinished)
+    assert {ev.run_id for ev in third} == {last}
+    phases = [ev.phase for ev in third if isinstance(ev, HostState)]
+    assert phases == ["preflight", "running", "finished"]
+    assert [ev.step for ev in third if isinstance(ev, MetricSample)] == list(range(1, 7))
+
+
+def test_cancel_stops_the_run_and_skips_the_queue(emitter: Fleetperf) -> None:
+    s = session(emitter, REPO / "inventory" / "local.yml")
+    try:
+        plans = s.plan([("emitter", "cpu/CPUx1x1")], {"hang_at_step": 2}, repeat=2)
+        batch = s.start(plans)
+        running, queued = batch.runs
+        deadline = time.monotonic() + 300
+        while running.status != "running" or not any(
+            isinstance(ev, MetricSample) for ev in _events(running)
+        ):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        batch.cancel()
+        records = batch.wait(timeout=300)
+    finally:
+        s.close()
+    assert running.status == "aborted" and running.record is not None
+    assert running.record.status == "aborted"
+    assert queued.status == "aborted" and queued.record is None
+    assert records == [running.record]
+    stored = Session(REPO / "inventory" / "local.yml", emitter.results, emitter.data_root)
+    try:
+        assert [r.status for r in stored.store.list()] == ["aborted"]
+    finally:
+        stored.close()
+
+
+def _events(run) -> list[Event]:  # noqa: ANN001 - a RunHandle
+    got: list[Event] = []
+    run.subscribe(got.append)()  # subscribe replays what happened so far; then unsubscribe
+    return got
