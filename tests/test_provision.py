@@ -8,9 +8,11 @@
   PATH; the tests read ansible-runner's events to see which tasks would change what.
 - A host without the accelerator its group claims fails the facts check, named.
 
-The hosts share this machine's filesystem: every path a role writes is a per-host path
-under the test's directory (host vars), except the service user and the Debian packages,
-which are the same on every run and so idempotent.
+Each host has its own overlays over /etc, /usr, /var and the other directories a role
+writes (tui/localfleet.py): the roles write their default paths (the service user,
+/etc/docker/daemon.json, /etc/ansible/facts.d), the tests read them from the host's
+overlay, and this machine stays as it was (tests/machine_guard.py checks). The data and
+run roots lie under each host's directory, which hosts share with this machine.
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # ansible-playbook of this environment
 SERVICE_USER = "fleetperf"
 
-pytestmark = pytest.mark.skipif(
-    testhosts.available() is not None, reason=str(testhosts.available())
-)
+pytestmark = [
+    pytest.mark.slow,  # real provisioning runs: minutes on 2 cores
+    pytest.mark.skipif(testhosts.available() is not None, reason=str(testhosts.available())),
+]
 
 
 # --- stand-in hardware commands ------------------------------------------------------
@@ -152,20 +155,14 @@ def recap(output: str) -> dict[str, dict[str, int]]:
     return hosts
 
 
-def host_paths(host: testhosts.TestHost) -> dict[str, str]:
-    """Every path the roles write, under the host's own directory."""
-    r = host.root
+def host_paths(host: testhosts.TestHost) -> dict[str, object]:
+    """The data and run roots under the host's own directory; the rest at its defaults."""
     return {
-        "fleetperf_data_root": str(r / "data"),
-        "fleetperf_run_root": str(r / "runs"),
+        "fleetperf_data_root": str(host.root / "data"),
+        "fleetperf_run_root": str(host.root / "runs"),
         "fleetperf_manage_services": False,  # no init system here; see docs/provisioning.md
-        "fleetperf_facts_dir": str(r / "facts.d"),
-        "fleetperf_docker_daemon_json": str(r / "docker" / "daemon.json"),
-        "fleetperf_infiniband_modules_file": str(r / "modules-load.d" / "fleetperf-rdma.conf"),
-        "fleetperf_infiniband_limits_file": str(r / "limits.d" / "90-fleetperf-memlock.conf"),
-        "fleetperf_infiniband_nccl_env_file": str(r / "fleetperf" / "nccl.env"),
-        "fleetperf_images_build_dir": str(r / "images"),
-        "fleetperf_drivers_cache_dir": str(r / "cache" / "drivers"),
+        # Test hosts have no route out: apt works from this machine's package lists.
+        "fleetperf_common_apt_cache_valid_time": 10 * 365 * 86400,
     }
 
 
@@ -179,10 +176,13 @@ def net(tmp_path_factory):
 
 
 class Dockerd:
-    """A real docker engine with its own data root, exec root and socket."""
+    """A real docker engine with its own data root, exec root and socket, run in a test
+    host's namespaces: it reads the host's /etc/docker/daemon.json and writes its
+    /etc/docker/key.json there."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, host: testhosts.TestHost) -> None:
         self.root = root
+        self.on = host
         self.socket = root / "docker.sock"
         self.proc: subprocess.Popen | None = None
 
@@ -190,7 +190,7 @@ class Dockerd:
     def host(self) -> str:
         return f"unix://{self.socket}"
 
-    def start(self, config_file: Path | None = None) -> None:
+    def start(self) -> None:
         argv = [
             "dockerd",
             "--data-root",
@@ -205,10 +205,10 @@ class Dockerd:
             "--iptables=false",
             "--ip-masq=false",
         ]
-        if config_file:
-            argv += ["--config-file", str(config_file)]
         self.log = (self.root / "dockerd.log").open("a")
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            self.on.exec_argv(argv), stdout=self.log, stderr=subprocess.STDOUT
+        )
         for _ in range(150):
             if self.docker("version", check=False).returncode == 0:
                 return
@@ -241,11 +241,16 @@ class Dockerd:
 
 
 @pytest.fixture(scope="module")
-def dockerd(tmp_path_factory):
+def cpu_host(net):
+    return net.add_host("cpu1")
+
+
+@pytest.fixture(scope="module")
+def dockerd(cpu_host, tmp_path_factory):
     if not shutil.which("dockerd"):
         pytest.skip("dockerd missing (Debian docker.io; scripts/bootstrap installs it)")
     root = tmp_path_factory.mktemp("dockerd")
-    engine = Dockerd(root)
+    engine = Dockerd(root, cpu_host)
     engine.start()
     # No registry is reachable: a base image from a local root filesystem.
     rootfs = root / "rootfs.tar"
@@ -274,11 +279,11 @@ def make_dataset(directory: Path) -> tuple[Path, str]:
 
 
 @pytest.fixture(scope="module")
-def cpu_run(net, dockerd, tmp_path_factory):
+def cpu_run(net, cpu_host, dockerd, tmp_path_factory):
     """Two real runs of provision.yml against the cpu host; the second after dockerd has
     been restarted on the daemon.json that the first run wrote."""
     work = tmp_path_factory.mktemp("cpu-path")
-    host = net.add_host("cpu1")
+    host = cpu_host
     archive, digest = make_dataset(work)
     checkpoint = work / "config.json"
     checkpoint.write_text('{"model_type": "distilbert", "dim": 32}\n')
@@ -310,9 +315,9 @@ def cpu_run(net, dockerd, tmp_path_factory):
     first = ansible_playbook(inventory, "--diff")
     second = None
     if first.returncode == 0:
-        # dockerd must accept the daemon.json provision.yml wrote: restart it on that file.
+        # dockerd must accept the daemon.json provision.yml wrote: restart it, it reads it.
         dockerd.stop()
-        dockerd.start(config_file=host.root / "docker" / "daemon.json")
+        dockerd.start()
         second = ansible_playbook(inventory)
     return {
         "host": host,
@@ -343,19 +348,21 @@ def test_cpu_path_second_run_changes_nothing(cpu_run):
 
 
 def test_cpu_path_leaves_the_host_provisioned(cpu_run, dockerd):
-    root: Path = cpu_run["host"].root
-    facts = json.loads((root / "facts.d" / "fleetperf.fact").read_text())
+    host: testhosts.TestHost = cpu_run["host"]
+    root = host.root
+    facts = json.loads(host.changed("/etc/ansible/facts.d/fleetperf.fact").read_text())
     assert facts["vendor"] == "cpu" and facts["accelerator_count"] == 0
     assert facts["cpu"]["vcpus"] >= 1 and facts["numa_nodes"] >= 1
     assert facts["ib_devices"] == []
 
-    import pwd
-
-    uid = pwd.getpwnam(SERVICE_USER).pw_uid
+    # The service user and its docker group membership exist on the host, in its overlay.
+    uid = int(host.ssh("id", "-u", SERVICE_USER).stdout)
+    assert "docker" in host.ssh("id", "-nG", SERVICE_USER).stdout.split()
+    assert f"\n{SERVICE_USER}:" in "\n" + host.changed("/etc/passwd").read_text()
     for d in ("data", "runs"):
         assert (root / d).is_dir() and (root / d).stat().st_uid == uid
 
-    daemon = json.loads((root / "docker" / "daemon.json").read_text())
+    daemon = json.loads(host.changed("/etc/docker/daemon.json").read_text())
     assert daemon["log-driver"] == "json-file"
     assert daemon["log-opts"] == {"max-size": "100m", "max-file": "5"}
     assert daemon["default-shm-size"] == "16G"
@@ -382,7 +389,7 @@ def test_cpu_path_leaves_the_host_provisioned(cpu_run, dockerd):
         dockerd.docker("rm", container, check=False)
 
 
-def test_bad_checksum_fails_and_names_the_host(net, cpu_run, tmp_path):
+def test_bad_checksum_fails_and_names_the_host(net, tmp_path):
     host = net.add_host("cpu-bad")
     archive, digest = make_dataset(tmp_path)
     wrong = "0" * 64
@@ -395,7 +402,7 @@ def test_bad_checksum_fails_and_names_the_host(net, cpu_run, tmp_path):
     inventory = write_inventory(
         tmp_path / "hosts.yml", net.inventory({"cpu": [host]}, {"cpu-bad": host_vars})
     )
-    done = ansible_playbook(inventory, "--tags", "data")
+    done = ansible_playbook(inventory, "--tags", "common,data")  # common: the service user
     assert done.returncode != 0
     assert recap(done.stdout)["cpu-bad"]["failed"] == 1
     assert "did not match" in done.stdout and wrong in done.stdout
@@ -615,7 +622,8 @@ def test_kunlunxin_host(check_run):
 
 def test_check_mode_wrote_nothing(check_run, net):
     for name in ("nv-gpu", "nv-nodriver", "ilu-card", "klx-card"):
-        root = net.hosts[name].root
-        assert not (root / "facts.d").exists()
-        assert not (root / "docker").exists()
-        assert not (root / "data").exists()
+        host = net.hosts[name]
+        assert not host.changed("/etc/ansible/facts.d").exists()
+        assert not host.changed("/etc/docker").exists()
+        assert not host.changed("/etc/passwd").exists()
+        assert not (host.root / "data").exists()

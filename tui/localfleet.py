@@ -118,6 +118,11 @@ class Host:
         path.chmod(0o755)
         return path
 
+    def changed(self, path: str) -> Path:
+        """Where the host keeps what it wrote at ``path`` under an overlaid directory
+        (on this machine, ``path`` itself is untouched)."""
+        return self.root / "overlay" / "upper" / Path(path).relative_to("/")
+
     def exec_argv(self, argv: list[str]) -> list[str]:
         """``argv`` run on this machine inside the host's network and mount namespaces
         (a daemon the host would run, such as dockerd, writes into the host's overlay)."""
@@ -253,12 +258,12 @@ class Fleet:
         pid_file = root / "sshd.pid"
         pid_file.unlink(missing_ok=True)
         env = {"PATH": SYSTEM_PATH, "FLEETPERF_OVERLAID": " ".join(_existing(OVERLAID))}
-        subprocess.run(
-            ["ip", "netns", "exec", netns, "unshare", "--mount", "--propagation", "private",
-             "--", "sh", "-c", _MOUNT_AND_EXEC, "sh", str(root / "overlay"),
-             SSHD, "-f", str(config), "-E", str(root / "sshd.log")],
-            env=env, check=True, capture_output=True, text=True,
-        )  # fmt: skip
+        # Not `ip netns exec`: it remounts /sys, hiding the cgroup mounts dockerd needs.
+        enter = ["nsenter", f"--net=/run/netns/{netns}"]
+        mounts = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c"]
+        mounts += [_MOUNT_AND_EXEC, "sh", str(root / "overlay")]
+        sshd = [SSHD, "-f", str(config), "-E", str(root / "sshd.log")]
+        subprocess.run(enter + mounts + sshd, env=env, check=True, capture_output=True)
         for _ in range(100):
             if pid_file.exists() and pid_file.read_text().strip():
                 break
