@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -29,9 +30,12 @@ def missing() -> str | None:
 class Dockerd:
     """A real docker engine with its own data root, exec root and socket."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, wrap: Callable[[list[str]], list[str]] | None = None) -> None:
+        """``wrap`` puts the engine elsewhere, e.g. a test host's namespaces
+        (``host.exec_argv``): its containers on the host network get that host's network."""
         self.root = root
         self.socket = root / "docker.sock"
+        self.wrap = wrap or (lambda argv: argv)
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -56,7 +60,7 @@ class Dockerd:
         if config_file:
             argv += ["--config-file", str(config_file)]
         self.log = (self.root / "dockerd.log").open("a")
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.wrap(argv), stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(150):
             if self.docker("version", check=False).returncode == 0:
                 return
@@ -78,11 +82,28 @@ class Dockerd:
                 self.proc.wait()
         self.proc = None
 
+    def remove_containers(self) -> list[str]:
+        """Remove every container of the engine (a failed test's); returns their ids."""
+        left = self.docker("ps", "-aq", check=False).stdout.split()
+        if left:
+            self.docker("rm", "-f", *left, check=False)
+        return left
+
     def remove_data(self) -> None:
-        """Delete the data root (images, layers) once the engine has stopped."""
+        """Delete the data root (images, layers) once the engine has stopped, with the
+        mounts the engine left under its roots (its netns, the data root's bind mount)."""
         assert self.proc is None, "stop the engine first"
-        shutil.rmtree(self.root / "data", ignore_errors=True)
-        shutil.rmtree(self.root / "exec", ignore_errors=True)
+        for mount in sorted(self.mounts(), key=len, reverse=True):  # innermost first
+            subprocess.run(["umount", "--lazy", mount], check=True, timeout=30)
+        shutil.rmtree(self.root / "data")
+        shutil.rmtree(self.root / "exec", ignore_errors=True)  # absent if it never started
+
+    def mounts(self) -> list[str]:
+        """Mount points under the engine's root, from /proc/self/mountinfo."""
+        root = str(self.root.resolve()) + "/"
+        with open("/proc/self/mountinfo") as f:
+            points = [line.split()[4] for line in f]
+        return [p for p in points if p.startswith(root)]
 
     def docker(
         self, *args: str, check: bool = True, timeout: float = 120

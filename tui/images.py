@@ -101,12 +101,14 @@ def build(
             forcerm=True,
             decode=True,
         )
-        image_id = None
+        image_id, last = None, ""
         for chunk in stream:
             if "error" in chunk:
-                raise BuildError(f"image {tag}: build failed: {chunk['error'].strip()}")
+                why = chunk["error"].strip().splitlines()[0]
+                raise BuildError(f"image {tag}: build failed: {why} (last output: {last})")
             if "stream" in chunk and chunk["stream"].strip():
                 log(chunk["stream"].rstrip("\n"))
+                last = chunk["stream"].strip().splitlines()[-1]
             if "aux" in chunk and "ID" in chunk["aux"]:
                 image_id = chunk["aux"]["ID"]
         return tag, image_id or client.images.get(tag).id
