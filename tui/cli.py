@@ -247,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] == "serve":
             return _app("serve")
+        if argv and argv[0] == "fleet":  # local SSH hosts: fleetperf fleet up N | down
+            from tui.localfleet import main as fleet_main
+
+            return fleet_main(argv[1:])
         if argv and argv[0] in SUBCOMMANDS:
             args = _sub_parser().parse_args(argv)
             if args.command == "cases":
