@@ -28,8 +28,8 @@ import tempfile
 from pathlib import Path
 
 import preprocess
-from data import MODEL_DIR, TOKENS, load_tokens
 from harness import InputError
+from openwebtext import MODEL_DIR, TOKENS, load_tokens
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "llama2_7b_finetune-pytorch"))
 import tiny_llama  # noqa: E402 - the shared tiny Llama lives with the finetune case

@@ -34,7 +34,7 @@ import ds_config
 import harness
 import numpy as np
 import torch
-from data import MODEL_DIR, TOKENS, load_tokens
+from openwebtext import MODEL_DIR, TOKENS, load_tokens
 from torch.utils.data import DataLoader, DistributedSampler
 
 CASE = "llama2_7b-deepspeed"

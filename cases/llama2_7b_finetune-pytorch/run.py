@@ -98,8 +98,10 @@ def model_flops(model: Any, seq_len: int) -> tuple[harness.ModelFlops, int]:
 
 
 @torch.no_grad()
-def score_mmlu(model: Any, tokenizer: Any, root: Path, hp: dict[str, Any], device: Any) -> dict:
-    """Per-subject MMLU results of ``model`` (see mmlu.py)."""
+def score_mmlu(
+    model: Any, tokenizer: Any, root: Path, hp: dict[str, Any], device: Any
+) -> tuple[dict, int]:
+    """Per-subject MMLU results of ``model`` (see mmlu.py), and how many prompts lost shots."""
     names = mmlu.subjects(root)
     wanted = str(hp["mmlu_subjects"])
     if wanted != "all":
@@ -118,9 +120,7 @@ def score_mmlu(model: Any, tokenizer: Any, root: Path, hp: dict[str, Any], devic
     model.eval()
     per_subject = mmlu.score(logits_of, items, mmlu.letter_ids(tokenizer))
     model.train()
-    for subject in per_subject.values():
-        subject["shots_min"] = min(i.shots for i in items)
-    return per_subject
+    return per_subject, sum(i.shots < int(hp["mmlu_shots"]) for i in items)
 
 
 def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWriter) -> int:
@@ -213,7 +213,7 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
                 break
         scheduler.step()  # the seed's StepLR: lr x gamma after each epoch
     with perf.evaluating():
-        per_subject = score_mmlu(model, tokenizer, data / "mmlu", hp, device)
+        per_subject, truncated = score_mmlu(model, tokenizer, data / "mmlu", hp, device)
     perf.train_end()
     acc = mmlu.overall(per_subject)
     n_questions = sum(int(s["total"]) for s in per_subject.values())
@@ -231,6 +231,8 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
         "passed = the sample budget trained to a finite loss",
         "samples are packed blocks of max_seq_length tokens: every token is real",
     ]
+    if truncated:
+        notes.append(f"MMLU: {truncated} prompts lost shots to fit the model's context")
     if precision in HALF:
         notes.append(f"frozen base weights stored in {precision}, adapters in fp32")
     result = harness.build_result(
@@ -246,7 +248,9 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
         notes=notes,
         peak_cache=harness.peak_cache_path(data.parent),
     )
-    result["lora_trainable_params"] = n_lora  # beyond the contract: the seed's LoRA size
+    # beyond the contract's fields: the LoRA size and MMLU per subject, as the record keeps them
+    result["lora_trainable_params"] = n_lora
+    result["mmlu_subjects"] = {name: s["acc"] for name, s in per_subject.items()}
     events.emit("result", **result)
     shown = ", ".join(f"{k}={v:.4g}" for k, v in result["metrics"].items() if v is not None)
     print(f"result {result['status']}: {shown}", flush=True)
