@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any
 from harness.environment import environment
 from harness.metrics import METRICS, Metric
 from harness.peak import PRECISION_MATH, chip_from_device_name, datasheet_peak
-from harness.perf import PerfTotals, main_age_s, process_start_time, throughput_metrics
+from harness.perf import (
+    PerfTotals,
+    main_age_s,
+    process_start_time,
+    throughput_metrics,
+    throughput_notes,
+)
 
 if TYPE_CHECKING:
     from harness.device import Device
@@ -137,8 +143,6 @@ def _notes(
     datasheet_note: str | None,
     measured: Mapping[str, Any],
 ) -> list[str]:
-    from harness.perf import throughput_notes
-
     notes = throughput_notes(totals)
     notes.append("p_* count real samples; tokens_per_s_per_device counts real (non-pad) tokens")
     per_seq = f" + {flops.per_sequence:.4g} per sequence" if flops.per_sequence else ""
