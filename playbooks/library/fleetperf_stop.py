@@ -5,14 +5,22 @@ DOCUMENTATION = r"""
 module: fleetperf_stop
 short_description: Stop a fleetperf workload's whole process group
 description:
-  - Sends SIGTERM to the process group recorded in O(run_dir)/workload.pid, waits up to
-    O(grace) seconds, then SIGKILL. Writes C(exit_code) (as -15 or -9) when the
-    supervisor could not. Does nothing for a run that has already ended.
+  - A workload whose C(exit_code) exists has ended: the module returns at once, without
+    signalling or waiting, unless something it started still runs in its process group.
+  - Otherwise sends SIGTERM to the process group recorded in O(run_dir)/workload.pid,
+    waits up to O(grace) seconds, then SIGKILL, and writes C(exit_code) (as -15 or -9)
+    when the supervisor could not. O(reason) goes to C(stop_reason), for the poll to say
+    why the workload ended.
+  - With O(lease), releases the host lease there if this run (the run dir's name)
+    holds it.
 options:
   run_dir: {description: The host's run directory., type: path, required: true}
   grace: {description: Seconds between SIGTERM and SIGKILL., type: float, default: 10}
+  reason: {description: Why the workload is stopped (kept in stop_reason)., type: str}
+  lease: {description: The host lease file to release., type: path}
 """
 
+import json
 import os
 import signal
 import time
@@ -20,14 +28,74 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of the process group, from /proc."""
+    members = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        # Fields after the command (which may hold spaces): state, ppid, pgrp, ...
+        state, _ppid, pgrp = stat[stat.rindex(")") + 2 :].split()[:3]
+        if int(pgrp) == pgid and state != "Z":
+            members.append(int(name))
+    return members
+
+
+def wait_gone(pgid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while group_members(pgid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
     return True
+
+
+def stop_process(pgid: int, grace: float) -> int:
+    """SIGTERM the process group, SIGKILL what is left after grace; the last signal sent."""
+    os.killpg(pgid, signal.SIGTERM)
+    if wait_gone(pgid, grace):
+        return signal.SIGTERM
+    os.killpg(pgid, signal.SIGKILL)
+    wait_gone(pgid, 5)
+    return signal.SIGKILL
+
+
+def release(lease: str, run_id: str) -> bool:
+    """Remove the lease if this run holds it."""
+    try:
+        with open(lease) as f:
+            holder = json.load(f).get("run_id")
+    except (FileNotFoundError, ValueError):
+        return False
+    if holder != run_id:
+        return False
+    os.unlink(lease)
+    return True
+
+
+def stop(run_dir: str, grace: float, reason: str | None) -> dict:
+    """Stop the run's workload if anything of it still runs; the module's result."""
+    exit_file = os.path.join(run_dir, "exit_code")
+    try:
+        with open(os.path.join(run_dir, "workload.pid")) as f:
+            pgid = int(f.read())
+    except FileNotFoundError:
+        return {"changed": False, "msg": "never started"}
+    if not group_members(pgid):  # exit_code written, or the supervisor itself was killed
+        return {"changed": False, "msg": "finished"}
+    if reason:
+        with open(os.path.join(run_dir, "stop_reason"), "w") as f:
+            f.write(reason)
+    sig = stop_process(pgid, grace)
+    if not os.path.exists(exit_file):
+        with open(exit_file, "w") as f:
+            f.write(str(-sig))
+    return {"changed": True, "signal": int(sig), "msg": "stopped"}
 
 
 def main() -> None:
@@ -35,36 +103,16 @@ def main() -> None:
         argument_spec={
             "run_dir": {"type": "path", "required": True},
             "grace": {"type": "float", "default": 10},
+            "reason": {"type": "str"},
+            "lease": {"type": "path"},
         },
-        supports_check_mode=True,
+        supports_check_mode=False,
     )
-    run_dir = module.params["run_dir"]
-    pid_file = os.path.join(run_dir, "workload.pid")
-    if not os.path.exists(pid_file):
-        module.exit_json(changed=False, msg="never started")
-    with open(pid_file) as f:
-        pgid = int(f.read())
-    if not group_alive(pgid):
-        module.exit_json(changed=False, msg="not running")
-    if module.check_mode:
-        module.exit_json(changed=True)
-
-    os.killpg(pgid, signal.SIGTERM)
-    deadline = time.monotonic() + module.params["grace"]
-    sig = signal.SIGTERM
-    while group_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if group_alive(pgid):
-        sig = signal.SIGKILL
-        os.killpg(pgid, signal.SIGKILL)
-        deadline = time.monotonic() + 5  # a zombie nobody reaps still "exists"
-        while group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-    exit_file = os.path.join(run_dir, "exit_code")
-    if not os.path.exists(exit_file):
-        with open(exit_file, "w") as f:
-            f.write(str(-sig))
-    module.exit_json(changed=True, signal=int(sig))
+    run_dir, lease = module.params["run_dir"], module.params["lease"]
+    result = stop(run_dir, module.params["grace"], module.params["reason"])
+    if lease and release(lease, os.path.basename(os.path.normpath(run_dir))):
+        result.update(changed=True, released=True)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 #!/usr/bin/python
-"""Hand back the events a workload wrote since the last poll."""
+"""Hand back the events a workload wrote since the last poll, holding until there are some."""
 
 DOCUMENTATION = r"""
 module: fleetperf_tail
@@ -7,15 +7,29 @@ short_description: Return the new lines of a fleetperf run's events.jsonl
 description:
   - Reads C(events.jsonl) in O(run_dir) from the offset kept in C(events.offset) beside
     it, returns only complete new lines, and stores the new offset, so each poll hands
-    back only what is new. Waits up to O(wait) seconds for a first new line (long poll).
+    back only what is new.
+  - Holds up to O(wait) seconds while nothing happens (long poll) and returns as soon as
+    new lines exist, the workload ended, or it times out or stalls. Returns with lines
+    come at least O(min_gap) seconds apart, so a chatty workload costs a few module
+    starts per second at most; lines written meanwhile come back together.
+  - While it holds it only looks at two files ten times a second (about 0.02 % of a core),
+    at normal priority: at the lowest (SCHED_IDLE or nice 19) a saturated host kept it from
+    noticing its lines for seconds. It returns early when Ansible is gone (stdout closed).
   - C(finished) is true once the workload's C(exit_code) exists and every line written
-    before it has been returned.
+    before it has been returned; then C(stderr_tail) holds the end of C(stderr.log) and
+    C(stop_reason) why M(fleetperf_stop) signalled it, if it did.
+  - Touches C(heartbeat) in O(run_dir) while it holds: the host lease's proof of life.
+    Adds its own CPU time to C(poll_cpu_s) there: what polling cost the host.
 options:
   run_dir: {description: The host's run directory., type: path, required: true}
   wait:
-    description: Seconds to wait for new lines before returning none.
+    description: Longest hold in seconds when nothing happens.
     type: float
     default: 1.0
+  min_gap:
+    description: Least seconds between two returns that carry lines.
+    type: float
+    default: 0.0
   max_bytes: {description: Most bytes returned per poll., type: int, default: 1048576}
   timeout_s:
     description: Seconds after the launch at which C(timed_out) turns true.
@@ -28,9 +42,15 @@ options:
 """
 
 import os
+import resource
+import select
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+
+TICK_S = 0.1  # how often a hold looks at the files: the latency floor of a poll
+HEARTBEAT_S = 5.0
+STDERR_TAIL_BYTES = 2000
 
 
 def read_new(path: str, offset: int, max_bytes: int) -> tuple[list[str], int]:
@@ -48,58 +68,141 @@ def read_new(path: str, offset: int, max_bytes: int) -> tuple[list[str], int]:
     return [line for line in lines if line.strip()], offset + end + 1
 
 
+def mtime(path: str, default: float) -> float:
+    try:
+        return os.path.getmtime(path)
+    except FileNotFoundError:
+        return default
+
+
+def size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return 0
+
+
+def read_text(path: str, tail_bytes: int | None = None) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            if tail_bytes is not None:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - tail_bytes))
+            return f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return None
+
+
+def ansible_gone() -> bool:
+    """True when the reader of our stdout (Ansible) has gone away: nobody wants the result."""
+    poller = select.poll()
+    poller.register(1, 0)  # POLLERR/POLLHUP are always reported
+    return bool(poller.poll(0))
+
+
+class Run:
+    """The files of one run directory that a poll looks at."""
+
+    def __init__(self, run_dir: str) -> None:
+        self.dir = run_dir
+        self.events = os.path.join(run_dir, "events.jsonl")
+        self.offset_file = os.path.join(run_dir, "events.offset")
+        self.exit_file = os.path.join(run_dir, "exit_code")
+        self.heartbeat = os.path.join(run_dir, "heartbeat")
+        self.started = os.path.getmtime(os.path.join(run_dir, "workload.pid"))
+
+    def offset(self) -> int:
+        text = read_text(self.offset_file)
+        return int(text or 0)
+
+    def save_offset(self, offset: int) -> None:
+        tmp = self.offset_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(str(offset))
+        os.replace(tmp, self.offset_file)
+
+    def account(self, cpu_s: float) -> None:
+        """Add this poll's CPU time to the run's total (benchmarks/observer_effect.py)."""
+        path = os.path.join(self.dir, "poll_cpu_s")
+        total = float(read_text(path) or 0) + cpu_s
+        with open(path, "w") as f:
+            f.write(f"{total:.6f}")
+
+    def beat(self) -> None:
+        with open(self.heartbeat, "a"):
+            os.utime(self.heartbeat)
+
+    def deadline(self, params: dict) -> float:
+        """Monotonic time at which this poll must return though nothing new came."""
+        now_wall, now = time.time(), time.monotonic()
+        last_event = max(self.started, mtime(self.events, self.started))
+        due = min(self.started + params["timeout_s"], last_event + params["stall_s"])
+        return min(now + params["wait"], now + max(0.0, due - now_wall) + TICK_S)
+
+
+def hold(run: Run, offset: int, params: dict) -> tuple[list[str], int, bool]:
+    """Wait for new lines, the exit, or the deadline; return lines, new offset, exited."""
+    deadline = run.deadline(params)
+    # The last return that carried lines wrote the offset file: space the next from it.
+    ready_at = mtime(run.offset_file, 0.0) + params["min_gap"]
+    next_beat, seen = 0.0, offset
+    while True:
+        now = time.monotonic()
+        exited = os.path.exists(run.exit_file)  # first: lines written before it are on disk
+        if exited or now >= deadline or ansible_gone():
+            break
+        # A complete new line is what counts: a line still being written is no reason to go.
+        if (end := size(run.events)) > seen and time.time() >= ready_at:
+            if read_new(run.events, offset, params["max_bytes"])[0]:
+                break
+            seen = end
+        if now >= next_beat:
+            run.beat()
+            next_beat = now + HEARTBEAT_S
+        time.sleep(TICK_S)
+    lines, new_offset = read_new(run.events, offset, params["max_bytes"])
+    return lines, new_offset, exited
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "run_dir": {"type": "path", "required": True},
             "wait": {"type": "float", "default": 1.0},
+            "min_gap": {"type": "float", "default": 0.0},
             "max_bytes": {"type": "int", "default": 1048576},
             "timeout_s": {"type": "float", "required": True},
             "stall_s": {"type": "float", "required": True},
         },
         supports_check_mode=True,
     )
-    run_dir = module.params["run_dir"]
-    events = os.path.join(run_dir, "events.jsonl")
-    offset_file = os.path.join(run_dir, "events.offset")
-    exit_file = os.path.join(run_dir, "exit_code")
-    try:
-        with open(offset_file) as f:
-            offset = int(f.read() or 0)
-    except FileNotFoundError:
-        offset = 0
-
-    deadline = time.monotonic() + module.params["wait"]
-    while True:
-        # Look at exit_code first: lines written before the exit are then all on disk.
-        exited = os.path.exists(exit_file)
-        lines, new_offset = read_new(events, offset, module.params["max_bytes"])
-        if lines or exited or time.monotonic() >= deadline:
-            break
-        time.sleep(0.05)
-
+    run = Run(module.params["run_dir"])
+    offset = run.offset()
+    lines, new_offset, exited = hold(run, offset, module.params)
     if new_offset != offset and not module.check_mode:
-        tmp = offset_file + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(str(new_offset))
-        os.replace(tmp, offset_file)
+        run.save_offset(new_offset)
 
-    exit_code = None
+    exit_code = stderr_tail = stop_reason = None
     if exited:
-        with open(exit_file) as f:
-            exit_code = int(f.read().strip() or -1)
-    more = os.path.exists(events) and os.path.getsize(events) > new_offset + 1
+        exit_code = int((read_text(run.exit_file) or "").strip() or -1)
+        stderr_tail = read_text(os.path.join(run.dir, "stderr.log"), STDERR_TAIL_BYTES)
+        stop_reason = read_text(os.path.join(run.dir, "stop_reason"))
     now = time.time()
-    started = os.path.getmtime(os.path.join(run_dir, "workload.pid"))
-    last_event = os.path.getmtime(events) if os.path.exists(events) else started
+    last_event = max(run.started, mtime(run.events, run.started))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s = usage.ru_utime + usage.ru_stime  # this poll's own CPU time, start-up included
+    if not module.check_mode:
+        run.account(cpu_s)
     module.exit_json(
         changed=False,
         lines=lines,
         offset=new_offset,
         exit_code=exit_code,  # not "rc": Ansible fails any result whose rc is non-zero
-        finished=exited and not more,
-        timed_out=not exited and now - started > module.params["timeout_s"],
-        stalled=not exited and now - max(started, last_event) > module.params["stall_s"],
+        finished=exited and size(run.events) <= new_offset + 1,
+        timed_out=not exited and now - run.started > module.params["timeout_s"],
+        stalled=not exited and now - last_event > module.params["stall_s"],
+        stderr_tail=stderr_tail,
+        stop_reason=stop_reason,
+        cpu_s=cpu_s,
     )
 
 

@@ -1,0 +1,218 @@
+#!/usr/bin/python
+"""Make a host ready for one run: check it, create the run dir, take the host lease."""
+
+DOCUMENTATION = r"""
+module: fleetperf_preflight
+short_description: Check a fleetperf host and take its lease, in one module run
+description:
+  - Fails with one line naming O(host) when the case's data is missing, when the run root
+    has less than O(min_free_gib) free, when O(master_port) is taken on this host, or when
+    another run holds the host lease and does not let go within O(lease_wait_s).
+  - Creates O(run_root)/O(run_id) and writes O(config) there as C(config.json).
+  - The lease is O(run_root)/fleetperf.lease, a JSON file naming the run and its
+    controller. It is stale, and taken over, when its run's workload no longer runs and
+    either the controller process is gone (same machine, same boot) or the run's
+    C(heartbeat) (touched by M(fleetperf_tail) while it polls) is older than
+    O(lease_stale_s). M(fleetperf_stop) releases it.
+options:
+  host: {description: The inventory name, for messages., type: str, required: true}
+  run_root: {description: Where run directories live on this host., type: path, required: true}
+  run_id: {description: The run., type: str, required: true}
+  case: {description: The case, for the hint that stages its data., type: str, required: true}
+  data_dir: {description: The case's data directory., type: path, required: true}
+  requires:
+    description: Paths under O(data_dir) that must exist.
+    type: list
+    elements: str
+    default: []
+  config: {description: The resolved config, written as config.json., type: dict, required: true}
+  min_free_gib: {description: Least free space in the run root., type: float, default: 1.0}
+  master_port:
+    description: On the master host, the rendezvous port to check (0 picks a free one).
+    type: int
+  controller:
+    description: The controller that takes the lease (host, pid, boot_id).
+    type: dict
+    required: true
+  lease_wait_s:
+    description: Seconds to wait for a lease another run holds (0 refuses at once).
+    type: float
+    default: 0
+  lease_stale_s: {description: Heartbeat age that makes a lease stale., type: float, default: 60}
+"""
+
+import json
+import os
+import socket
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+LEASE = "fleetperf.lease"
+
+
+def missing_data(data_dir: str, requires: list[str]) -> list[str]:
+    paths = [os.path.join(data_dir, p) for p in requires]
+    return [p for p in paths if not os.path.exists(p)]
+
+
+def free_gib(path: str) -> float:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize / 2**30
+
+
+def port_free(port: int) -> int | None:
+    """The port if a listener could bind it here (a free one for 0), else None."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the rendezvous store does
+        try:
+            s.bind(("", port))
+        except OSError:
+            return None
+        return int(s.getsockname()[1])
+
+
+def boot_id() -> str:
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        return f.read().strip()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def workload_running(run_dir: str) -> bool:
+    """The run's supervisor still runs (exit_code not written yet)."""
+    if os.path.exists(os.path.join(run_dir, "exit_code")):
+        return False
+    try:
+        with open(os.path.join(run_dir, "workload.pid")) as f:
+            return pid_alive(int(f.read()))
+    except (FileNotFoundError, ValueError):
+        return False
+
+
+def holder_alive(run_root: str, lease: dict, stale_s: float) -> bool:
+    """Whether the run holding the lease may still use the host."""
+    run_dir = os.path.join(run_root, str(lease.get("run_id")))
+    if workload_running(run_dir):
+        return True
+    ctl = lease.get("controller") or {}
+    if ctl.get("boot_id") == boot_id() and not pid_alive(int(ctl.get("pid", 0))):
+        return False  # its controller was on this machine and is gone
+    beat = os.path.join(run_dir, "heartbeat")
+    last = os.path.getmtime(beat) if os.path.exists(beat) else float(lease.get("taken", 0))
+    return time.time() - last < stale_s
+
+
+def read_lease(path: str) -> dict | None:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except ValueError:
+        return {}  # torn or foreign: treated as a lease whose holder is unknown
+
+
+def try_take(run_root: str, mine: dict, stale_s: float) -> dict | None:
+    """Take the lease; None on success, else the live holder's lease."""
+    path = os.path.join(run_root, LEASE)
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            held = read_lease(path)
+            if held is None:
+                continue  # released meanwhile
+            if held.get("run_id") == mine["run_id"]:
+                return None  # ours already (preflight run again)
+            if holder_alive(run_root, held, stale_s):
+                return held
+            # Stale: move it aside under our name; of two takers only one rename succeeds.
+            try:
+                os.rename(path, f"{path}.stale-{mine['run_id']}")
+                os.unlink(f"{path}.stale-{mine['run_id']}")
+            except FileNotFoundError:
+                pass
+            continue
+        with os.fdopen(fd, "w") as f:
+            json.dump(mine, f)
+        return None
+
+
+def holder_text(held: dict) -> str:
+    ctl = held.get("controller") or {}
+    since = time.strftime("%H:%M:%S", time.gmtime(float(held.get("taken", 0))))
+    return (
+        f"run {held.get('run_id', '?')} holds it (controller pid {ctl.get('pid', '?')} "
+        f"on {ctl.get('host', '?')}, since {since} UTC)"
+    )
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "host": {"type": "str", "required": True},
+            "run_root": {"type": "path", "required": True},
+            "run_id": {"type": "str", "required": True},
+            "case": {"type": "str", "required": True},
+            "data_dir": {"type": "path", "required": True},
+            "requires": {"type": "list", "elements": "str", "default": []},
+            "config": {"type": "dict", "required": True},
+            "min_free_gib": {"type": "float", "default": 1.0},
+            "master_port": {"type": "int"},
+            "controller": {"type": "dict", "required": True},
+            "lease_wait_s": {"type": "float", "default": 0},
+            "lease_stale_s": {"type": "float", "default": 60},
+        },
+        supports_check_mode=False,
+    )
+    p = module.params
+    host, run_root = p["host"], p["run_root"]
+
+    missing = missing_data(p["data_dir"], p["requires"])
+    if missing:
+        module.fail_json(
+            msg=f"host {host}: missing {missing[0]} (stage it with: fleetperf prepare {p['case']})"
+        )
+    os.makedirs(run_root, exist_ok=True)
+    free = free_gib(run_root)
+    if free < p["min_free_gib"]:
+        module.fail_json(
+            msg=f"host {host}: only {free:.2f} GiB free in {run_root}, "
+            f"the run needs {p['min_free_gib']:g} GiB (fleetperf_min_free_gib)",
+            free_gib=free,
+        )
+    port = None
+    if p["master_port"] is not None:
+        port = port_free(p["master_port"])
+        if port is None:
+            module.fail_json(msg=f"host {host}: master port {p['master_port']} is in use")
+
+    mine = {"run_id": p["run_id"], "controller": p["controller"], "taken": time.time()}
+    deadline = time.monotonic() + p["lease_wait_s"]
+    while (held := try_take(run_root, mine, p["lease_stale_s"])) is not None:
+        if time.monotonic() >= deadline:
+            wait = p["lease_wait_s"]
+            waited = f"waited {wait:g} s" if wait else "use --wait SECONDS"
+            module.fail_json(msg=f"host {host}: busy: {holder_text(held)}; {waited}")
+        time.sleep(1.0)
+
+    run_dir = os.path.join(run_root, p["run_id"])
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, "config.json"), "w") as f:
+        f.write(json.dumps(p["config"], indent=2) + "\n")
+    with open(os.path.join(run_dir, "heartbeat"), "w"):
+        pass  # the lease's proof of life until the first poll
+    module.exit_json(changed=True, master_port=port, free_gib=round(free, 2), run_dir=run_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,286 @@
+"""The run modules of playbooks/library, each run as Ansible runs it: its own process, its
+arguments in a JSON file, its result as JSON on stdout. Workloads are real processes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+LIBRARY = Path(__file__).resolve().parents[1] / "playbooks" / "library"
+NO_PID = str(2**22 + 1)  # above any pid_max: the tail tests' stand-in workload.pid
+CONTROLLER = {"host": socket.gethostname(), "pid": os.getpid(), "boot_id": None}
+
+
+def module(name: str, tmp: Path, **args: object) -> tuple[dict, float]:
+    """Run playbooks/library/NAME.py with ARGS; its result and its wall time."""
+    path = tmp / f"{name}-{time.monotonic_ns()}.json"
+    path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    t0 = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(LIBRARY / f"{name}.py"), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return json.loads(done.stdout), time.monotonic() - t0
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return "zombie" not in Path(f"/proc/{pid}/status").read_text()
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path):
+    """A run directory; whatever a test launched there is killed afterwards."""
+    path = tmp_path / "runs" / "run-1"
+    path.mkdir(parents=True)
+    yield path
+    pid_file = path / "workload.pid"
+    if pid_file.exists():
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+
+
+def launch(run_dir: Path, code: str) -> int:
+    res, _ = module(
+        "fleetperf_launch",
+        run_dir.parent,
+        run_dir=str(run_dir),
+        argv=[sys.executable, "-c", textwrap.dedent(code)],
+        chdir=str(run_dir),
+    )
+    assert res["changed"], res
+    return int(res["pid"])
+
+
+def wait_for(path: Path, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+# ------------------------------------------------------------------------------ stop
+# The supervisor of a finished workload may linger as a zombie until its parent reaps it
+# (issue 13: the old stop module took it for alive, signalled and waited). This helper
+# becomes the supervisor's parent (a child subreaper), so the zombie really exists while
+# the stop module runs; it prints the stop result, then reaps.
+ZOMBIE_STOP = """
+import ctypes, json, os, subprocess, sys, time
+ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans of ours come to us
+run_dir, library, args_dir = sys.argv[1:4]
+def module(name, **args):
+    path = os.path.join(args_dir, name + ".json")
+    with open(path, "w") as f:
+        json.dump({"ANSIBLE_MODULE_ARGS": args}, f)
+    out = subprocess.run([sys.executable, os.path.join(library, name + ".py"), path],
+                         capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
+pid = module("fleetperf_launch", run_dir=run_dir, chdir=run_dir,
+             argv=[sys.executable, "-c", "import sys; sys.exit(3)"])["pid"]
+while not os.path.exists(os.path.join(run_dir, "exit_code")):
+    time.sleep(0.02)
+time.sleep(0.3)  # the supervisor has exited by now, unreaped
+state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+t0 = time.monotonic()
+res = module("fleetperf_stop", run_dir=run_dir, grace=20)
+print(json.dumps({"zombie": state == "Z", "stop": res, "stop_s": time.monotonic() - t0}))
+os.waitpid(pid, 0)
+"""
+
+
+def test_stop_of_an_exited_workload_returns_at_once_without_signalling(run_dir: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", ZOMBIE_STOP, str(run_dir), str(LIBRARY), str(run_dir.parent)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    out = json.loads(done.stdout)
+    assert out["zombie"]  # the situation of the issue: the supervisor not reaped yet
+    assert out["stop"]["msg"] == "finished" and "signal" not in out["stop"]
+    assert out["stop_s"] < 5  # no grace period (20 s) waited
+    assert (run_dir / "exit_code").read_text() == "3"  # the workload's own code kept
+    assert not (run_dir / "stop_reason").exists()
+
+
+def test_stop_ends_the_whole_group_and_says_why(run_dir: Path) -> None:
+    code = """
+        import subprocess, sys, time
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        time.sleep(600)
+    """
+    pid = launch(run_dir, code)
+    time.sleep(1.0)
+    members = [
+        int(p.name)
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and _pgrp(p) == pid and p.name != str(pid)
+    ]
+    assert len(members) >= 2  # the workload and its child
+    res, _ = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir), reason="test says so")
+    assert res["signal"] == signal.SIGTERM
+    assert not any(alive(m) for m in members)
+    assert (run_dir / "exit_code").read_text() == str(-signal.SIGTERM)
+    assert (run_dir / "stop_reason").read_text() == "test says so"
+    res, t = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir))
+    assert res["msg"] == "finished" and not res["changed"]
+
+
+def _pgrp(proc: Path) -> int | None:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError):
+        return None
+
+
+# ------------------------------------------------------------------------------ tail
+def tail(run_dir: Path, **args: object) -> tuple[dict, float]:
+    params = {"run_dir": str(run_dir), "wait": 10, "timeout_s": 600, "stall_s": 600}
+    return module("fleetperf_tail", run_dir.parent, **{**params, **args})
+
+
+def test_tail_holds_until_a_complete_line_and_then_returns_promptly(run_dir: Path) -> None:
+    (run_dir / "workload.pid").write_text(NO_PID)
+    events = run_dir / "events.jsonl"
+
+    def writer() -> None:
+        time.sleep(1.0)
+        with events.open("a") as f:
+            f.write('{"kind": "st')  # a line being written is no reason to return
+            f.flush()
+            time.sleep(1.0)
+            f.write('ep"}\n')
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    res, took = tail(run_dir)
+    thread.join()
+    assert res["lines"] == ['{"kind": "step"}'] and not res["finished"]
+    assert 2.0 <= took < 4.0  # returned on the complete line, long before wait (10 s)
+    assert res["cpu_s"] > 0 and float((run_dir / "poll_cpu_s").read_text()) == pytest.approx(
+        res["cpu_s"], abs=1e-5
+    )
+    assert (run_dir / "heartbeat").exists()
+
+
+def test_tail_spaces_returns_by_min_gap_and_batches_lines(run_dir: Path) -> None:
+    (run_dir / "workload.pid").write_text(NO_PID)
+    events = run_dir / "events.jsonl"
+    events.write_text("1\n")
+    first, _ = tail(run_dir, min_gap=3)
+    assert first["lines"] == ["1"]
+    with events.open("a") as f:
+        f.write("2\n3\n")
+    second, took = tail(run_dir, min_gap=3)
+    assert second["lines"] == ["2", "3"]
+    assert took >= 2.0  # waited for the gap since the first return, then took both
+
+
+def test_tail_returns_at_the_stall_deadline_and_on_exit(run_dir: Path) -> None:
+    (run_dir / "workload.pid").write_text(NO_PID)
+    res, took = tail(run_dir, stall_s=2, wait=30)
+    assert res["stalled"] and not res["finished"] and took < 5
+    (run_dir / "stderr.log").write_text("boom\nTraceback: the end\n")
+    (run_dir / "exit_code").write_text("-9")
+    res, took = tail(run_dir, wait=30)
+    assert res["finished"] and res["exit_code"] == -9 and took < 5
+    assert res["stderr_tail"].endswith("Traceback: the end\n")
+
+
+# ------------------------------------------------------------------------------ preflight
+def preflight(tmp: Path, run_id: str = "run-1", **args: object) -> tuple[dict, float]:
+    (tmp / "data" / "case").mkdir(parents=True, exist_ok=True)
+    params = {
+        "host": "h1",
+        "run_root": str(tmp / "runs"),
+        "run_id": run_id,
+        "case": "case",
+        "data_dir": str(tmp / "data" / "case"),
+        "requires": [],
+        "config": {"hp": {"steps": 1}},
+        "controller": CONTROLLER,
+    }
+    return module("fleetperf_preflight", tmp, **{**params, **args})
+
+
+def test_preflight_prepares_the_run_dir_and_refuses_what_is_missing(tmp_path: Path) -> None:
+    res, _ = preflight(tmp_path, requires=["marker"])
+    assert res["failed"]
+    assert res["msg"] == (
+        f"host h1: missing {tmp_path}/data/case/marker (stage it with: fleetperf prepare case)"
+    )
+    assert not (tmp_path / "runs" / "fleetperf.lease").exists()
+    res, _ = preflight(tmp_path, min_free_gib=10**9)
+    assert res["failed"] and res["msg"].startswith("host h1: only ")
+    assert f"GiB free in {tmp_path}/runs, the run needs 1e+09 GiB" in res["msg"]
+    res, _ = preflight(tmp_path, master_port=0)
+    assert not res.get("failed") and res["master_port"] > 0
+    assert json.loads((tmp_path / "runs" / "run-1" / "config.json").read_text()) == {
+        "hp": {"steps": 1}
+    }
+
+
+def test_preflight_refuses_a_master_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        res, _ = preflight(tmp_path, master_port=port)
+    assert res["failed"] and res["msg"] == f"host h1: master port {port} is in use"
+
+
+def test_lease_refuses_waits_and_is_released(tmp_path: Path) -> None:
+    res, _ = preflight(tmp_path, run_id="run-1")
+    assert not res.get("failed"), res
+    lease = json.loads((tmp_path / "runs" / "fleetperf.lease").read_text())
+    assert lease["run_id"] == "run-1" and lease["controller"]["pid"] == os.getpid()
+
+    res, took = preflight(tmp_path, run_id="run-2")
+    assert res["failed"] and took < 5
+    assert res["msg"].startswith("host h1: busy: run run-1 holds it (controller pid ")
+    assert res["msg"].endswith("; use --wait SECONDS")
+
+    res, took = preflight(tmp_path, run_id="run-2", lease_wait_s=2)
+    assert res["failed"] and took >= 2 and res["msg"].endswith("; waited 2 s")
+
+    def release_soon() -> None:
+        time.sleep(1.5)
+        module("fleetperf_stop", tmp_path, run_dir=str(tmp_path / "runs" / "run-1"),
+               lease=str(tmp_path / "runs" / "fleetperf.lease"))  # fmt: skip
+
+    thread = threading.Thread(target=release_soon)
+    thread.start()
+    res, took = preflight(tmp_path, run_id="run-2", lease_wait_s=30)
+    thread.join()
+    assert not res.get("failed"), res
+    assert took >= 1.5
+    assert json.loads((tmp_path / "runs" / "fleetperf.lease").read_text())["run_id"] == "run-2"
+
+
+def test_a_lease_whose_controller_died_is_taken_over(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    gone = {"host": socket.gethostname(), "pid": dead.pid, "boot_id": boot_id}
+    res, _ = preflight(tmp_path, run_id="run-1", controller=gone)
+    assert not res.get("failed"), res
+    res, _ = preflight(tmp_path, run_id="run-2", controller={**CONTROLLER, "boot_id": boot_id})
+    assert not res.get("failed"), res
+    assert json.loads((tmp_path / "runs" / "fleetperf.lease").read_text())["run_id"] == "run-2"
