@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from ansible_runner import Runner, RunnerConfig
 
+from tui import images
 from tui.catalog import REPO_ROOT, CatalogError, RunSpec
 from tui.events import CaseResult, Event, HostState, WorkloadError, as_dict, from_runner
 
@@ -211,6 +212,8 @@ class Launch:
             "fleetperf_controller": _controller(),
             "fleetperf_lease_wait_s": self.lease_wait_s,
             "fleetperf_fetch_dir": str(self.run_dir / "hosts"),
+            # Docker hosts: the image, tagged by a hash of what builds it (tui/images.py).
+            "fleetperf_expected_image": images.expected_image(spec.config.vendor) or "",
             **controller_vars(self.results_dir, self.data_root),
         }
 

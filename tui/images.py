@@ -60,6 +60,12 @@ def image_tag(vendor: str) -> str:
     return f"{REPOSITORY}/{vendor}:{context_hash(vendor)[:12]}"
 
 
+def expected_image(vendor: str) -> str | None:
+    """The tag run.yml's preflight insists on for docker hosts of ``vendor``; None for a
+    vendor without images/<vendor> (its hosts can only run processes)."""
+    return image_tag(vendor) if (IMAGES / vendor / "Dockerfile").is_file() else None
+
+
 def context_tar(vendor: str) -> io.BytesIO:
     """The context as the tar stream a docker build takes (fixed owners and times)."""
     buf = io.BytesIO()

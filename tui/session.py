@@ -22,7 +22,7 @@ from typing import Literal
 
 from harness.vendors import precision_problem
 
-from tui import catalog, fleet
+from tui import catalog, fleet, images
 from tui.events import CaseResult, Event, RunFinished, RunStarted
 from tui.record import CaseMetric, RunRecord, now_utc_iso
 from tui.store import ResultStore, controller_id, mark_interrupted
@@ -286,7 +286,8 @@ class Session:
         spec, inv = launch.spec, self._inventory
         first = launch.hosts[0]
         executor = (inv.var(first, "fleetperf_executor") if inv else None) or "process"
-        image = inv.var(first, "fleetperf_image") if inv and executor != "process" else None
+        # The tag the docker hosts' preflight insisted on: a hash of what builds the image.
+        image = images.expected_image(spec.config.vendor) if executor == "docker" else None
         local = inv is not None and inv.var(first, "ansible_connection") == "local"
         return RunRecord(
             run_id=launch.run_id,
