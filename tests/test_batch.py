@@ -189,11 +189,17 @@ def test_ctrl_c_aborts_stops_the_workload_and_records_it(emitter: Fleetperf) -> 
     proc.send_signal(signal.SIGINT)
     rest, _ = proc.communicate(timeout=120)
     assert proc.returncode == 1
+    assert rest.index("== stopping: cancelling the runs") < rest.index("localhost    stopped")
     assert "== aborted: aborted by the operator" in rest
     (rec,) = emitter.records()
     assert rec["status"] == "aborted"
     (host_dir,) = emitter.host_dirs()
     assert pid_gone(host_dir / "workload.pid")
+
+
+def rec_id(fp: Fleetperf) -> str:
+    (run_dir,) = (fp.results / "runs").iterdir()
+    return run_dir.name
 
 
 def _descendants(pid: int) -> list[int]:
@@ -221,7 +227,7 @@ def test_killed_controller_is_interrupted_then_cleaned_up(emitter: Fleetperf) ->
     assert not pid_gone(host_dir / "workload.pid")
 
     out = emitter.run("results", "--status", "all")
-    assert "was interrupted: its controller stopped" in out.stderr
+    assert f"run {rec_id(emitter)} (emitter cpu/CPUx1x1 on localhost) was interrupted" in out.stderr
     (rec,) = emitter.records()
     assert rec["status"] == "interrupted" and rec["finished"] is None
 

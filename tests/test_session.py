@@ -122,3 +122,17 @@ def _events(run) -> list[Event]:  # noqa: ANN001 - a RunHandle
     got: list[Event] = []
     run.subscribe(got.append)()  # subscribe replays what happened so far; then unsubscribe
     return got
+
+
+def test_a_precision_the_vendor_cannot_run_is_refused_before_launch(tmp_path: Path) -> None:
+    s = Session(REPO / "inventory" / "local.yml", tmp_path / "results", tmp_path / "data")
+    try:
+        with pytest.raises(CatalogError) as err:
+            s.plan([("distilbert-pytorch", "cpu/CPUx1x1")], {"precision": "fp16"})
+    finally:
+        s.close()
+    assert str(err.value) == (
+        "distilbert-pytorch cpu/CPUx1x1: precision 'fp16' is not available on vendor 'cpu';"
+        " it has fp32, bf16"
+    )
+    assert not (tmp_path / "results" / "runs").exists()

@@ -23,6 +23,7 @@ from tui.events import (
     WorkloadStarted,
 )
 from tui.session import Batch, Session
+from tui.store import interrupted_line
 from tui.tables import render
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -93,6 +94,8 @@ class ProgressPrinter:
             return f"{ev.host:<12} eval {ev.name}={ev.value:.4f} after {ev.samples} samples"
         if isinstance(ev, HostState) and ev.phase in ("failed", "unreachable"):
             return f"{ev.host:<12} {ev.phase.upper()}: {ev.message}"
+        if isinstance(ev, HostState) and ev.phase == "stopped":
+            return f"{ev.host:<12} stopped: the workload no longer runs there"
         if isinstance(ev, WorkloadError):
             return f"{ev.host:<12} rank {ev.rank} error: {ev.message}"
         if isinstance(ev, CaseResult) and ev.notes:
@@ -149,12 +152,7 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
         return EXIT_BAD_INPUT
     try:
         for record in session.interrupted:
-            print(
-                f"fleetperf: run {record.run_id} ({record.case} {record.vendor}/{record.config}"
-                f" on {', '.join(record.hosts)}) was interrupted: its controller stopped;"
-                " `fleetperf cleanup` stops what is left on its hosts",
-                file=err,
-            )
+            print(interrupted_line(record), file=err)
         try:
             plans = session.plan(pairs, sets, args.repeat)
         except catalog.CatalogError as exc:

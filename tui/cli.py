@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tui import catalog
 from tui.record import STATUSES, RunRecord
-from tui.store import ResultStore, mark_interrupted
+from tui.store import ResultStore, interrupted_line, mark_interrupted
 from tui.tables import FORMATS, render
 
 SUBCOMMANDS = ("cases", "prepare", "results", "cleanup", "peak")
@@ -152,10 +152,7 @@ def cmd_results(args: argparse.Namespace, results_dir: Path) -> int:
         raise catalog.CatalogError("--prune: name the runs (RUN_ID, --status or --older-than)")
     with _open_store(results_dir) as store:
         for record in mark_interrupted(store):
-            print(
-                f"fleetperf: run {record.run_id} was interrupted: its controller stopped",
-                file=sys.stderr,
-            )
+            print(interrupted_line(record), file=sys.stderr)
         records, hidden = _select(args, store)
         if args.prune:
             return _prune(store, records)

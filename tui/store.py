@@ -300,3 +300,12 @@ def mark_interrupted(store: ResultStore) -> list[RunRecord]:
         store.add(record)
         marked.append(record)
     return marked
+
+
+def interrupted_line(record: RunRecord) -> str:
+    """What to tell the operator about a run found interrupted."""
+    return (
+        f"fleetperf: run {record.run_id} ({record.case} {record.vendor}/{record.config} on"
+        f" {', '.join(record.hosts)}) was interrupted: its controller stopped;"
+        " `fleetperf cleanup` stops what is left on its hosts"
+    )
