@@ -1,0 +1,181 @@
+"""Scale of the engine over a local fleet: N SSH hosts on this machine, one N-node run of
+the torch-free emitter case (tests/fixtures/cases/emitter) through tui.session.
+
+For each N it brings up N hosts (tui/localfleet.py), runs ``emitter`` on all of them
+(config CPUxNx1: torchrun on every host for N > 1, the plain process for N = 1) and
+measures, from the typed events the engine hands its subscribers:
+
+- latency: ``received - t`` of every MetricSample (the workload stamps ``t`` when it
+  writes the line, the controller ``received`` when ansible-runner hands it over; one
+  clock, since the hosts are on this machine);
+- launch: seconds from ``Session.start`` until every host is in phase running, and until
+  the controller holds a step from every host;
+- bytes per poll: bytes through the fleet's bridge (controller <-> hosts, both ways) while
+  every host streams, over the polls that carried lines in that window (a poll's lines
+  share one ``received``; polls that returned nothing are not counted, so this is an
+  upper bound);
+- controller CPU: user+system seconds of this process and all it started (ansible-playbook,
+  its forks, ssh, and the ssh connection masters, which outlive the run) per host, and as
+  a share of one core per host over the run.
+
+    python benchmarks/fleet_scale.py --hosts 1 8 32 --steps 100 --interval 0.2
+
+Needs root (tui/localfleet.py). Prints one line of figures per N.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+from tui import localfleet, session
+from tui.events import Event, HostState, MetricSample
+
+REPO = Path(__file__).resolve().parents[1]
+EMITTER = REPO / "tests" / "fixtures" / "cases" / "emitter"
+
+
+class BridgeCounter(threading.Thread):
+    """Samples the bridge's rx+tx byte counters every 50 ms: [(time, bytes)]."""
+
+    def __init__(self, bridge: str) -> None:
+        super().__init__(daemon=True)
+        self.stats = Path("/sys/class/net") / bridge / "statistics"
+        self.samples: list[tuple[float, int]] = []
+        self.stopping = threading.Event()
+
+    def read(self) -> int:
+        return sum(int((self.stats / f"{d}_bytes").read_text()) for d in ("rx", "tx"))
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            self.samples.append((time.time(), self.read()))
+            time.sleep(0.05)
+
+    def at(self, t: float) -> int:
+        """The counter at the last sample taken at or before ``t``."""
+        return max((b for s, b in self.samples if s <= t), default=self.samples[0][1])
+
+
+def cpu_seconds() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def ssh_masters_cpu(control_path_dir: Path) -> float:
+    """CPU seconds of the ssh connection masters of this fleet (daemons: no one waits
+    for them, so RUSAGE_CHILDREN never sees them)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if str(control_path_dir) not in (proc / "cmdline").read_text(errors="replace"):
+                continue
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def measure(n: int, steps: int, interval: float, work: Path) -> dict:
+    cases = work / "cases"
+    shutil.copytree(EMITTER, cases / "emitter")
+    (cases / "emitter" / "configs" / "cpu" / f"CPUx{n}x1.yaml").write_text("overrides: {}\n")
+    data = work / "data"
+    (data / "emitter").mkdir(parents=True)
+    (data / "emitter" / "marker").write_text("staged\n")
+
+    with localfleet.Fleet(work / "fleet", prefix="sc") as fleet:
+        for i in range(1, n + 1):
+            fleet.add_host(f"node{i}")
+        inventory = work / "fleet.yml"
+        inventory.write_text(yaml.safe_dump(localfleet.fleet_inventory(fleet)))
+        engine = session.Session(inventory, work / "results", data, cases_dir=cases)
+        plans = engine.plan(
+            [("emitter", f"cpu/CPUx{n}x1")], {"steps": steps, "interval_s": interval}
+        )
+        samples: list[MetricSample] = []
+        running: dict[str, float] = {}
+
+        def on_event(ev: Event) -> None:
+            if isinstance(ev, MetricSample):
+                samples.append(ev)
+            elif isinstance(ev, HostState) and ev.phase == "running":
+                running.setdefault(ev.host, time.time())
+
+        counter = BridgeCounter(fleet.bridge)
+        counter.start()
+        cpu0 = cpu_seconds()
+        started = time.time()
+        batch = engine.start(plans)
+        batch.subscribe(on_event)
+        (record,) = batch.wait()
+        wall = time.time() - started
+        cpu = cpu_seconds() - cpu0 + ssh_masters_cpu(fleet.control_path_dir)
+        counter.stopping.set()
+        counter.join()
+        engine.close()
+
+    if record.status != "passed":
+        raise SystemExit(f"{n} hosts: run {record.run_id} {record.status}: {record.error}")
+    first: dict[str, float] = {}
+    for s in samples:
+        first[s.host] = min(first.get(s.host, s.received), s.received)
+    t_all = max(first.values())  # from here on every host streams
+    t_end = max(s.received for s in samples)
+    polls = {(s.host, s.received) for s in samples if t_all < s.received <= t_end}
+    moved = counter.at(t_end) - counter.at(t_all)
+    latency = [s.received - s.t for s in samples]
+    return {
+        "hosts": n,
+        "samples": len(samples),
+        "latency_median_s": round(statistics.median(latency), 3),
+        "latency_p99_s": round(quantile(latency, 0.99), 3),
+        "latency_max_s": round(max(latency), 3),
+        "launch_running_s": round(max(running.values()) - started, 2),
+        "launch_first_step_s": round(t_all - started, 2),
+        "polls_per_host_per_s": round(len(polls) / n / max(t_end - t_all, 1e-9), 2),
+        "bytes_per_poll": round(moved / len(polls)) if polls else None,
+        "wall_s": round(wall, 1),
+        "controller_cpu_s_per_host": round(cpu / n, 2),
+        "controller_core_share_per_host": round(cpu / n / wall, 3),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hosts", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--interval", type=float, default=0.2, help="seconds between step lines")
+    args = ap.parse_args()
+    reason = localfleet.available()
+    if reason:
+        raise SystemExit(f"fleet_scale: {reason}")
+    print(f"# load average before: {os.getloadavg()}")
+    for n in args.hosts:
+        with tempfile.TemporaryDirectory(prefix=f"fleetperf-scale-{n}-") as tmp:
+            print(json.dumps(measure(n, args.steps, args.interval, Path(tmp))), flush=True)
+    print(f"# load average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
