@@ -40,6 +40,7 @@ SERVICE_USER = "fleetperf"
 
 pytestmark = [
     pytest.mark.slow,  # real provisioning runs: minutes on 2 cores
+    pytest.mark.xdist_group("provision"),  # with --dist loadgroup: one worker, one network
     pytest.mark.skipif(testhosts.available() is not None, reason=str(testhosts.available())),
 ]
 
