@@ -8,6 +8,7 @@ tick) and adds one point per run to its chart series, which are bounded. No text
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -219,13 +220,11 @@ class RunFeed:
         """A copy of one run that the UI may read without the lock."""
         with self._lock:
             view = self.runs[run_id]
-            return replace(
-                view,
-                hosts=list(view.hosts),
-                rows=dict(view.rows),
-                series={k: deque(v, maxlen=SERIES_POINTS) for k, v in view.series.items()},
-                log=deque(view.log, maxlen=LOG_LINES),
-            )
+            out = copy.copy(view)  # not replace(): __post_init__ would reset rows and series
+            out.hosts, out.rows = list(view.hosts), dict(view.rows)
+            out.series = {k: deque(v, maxlen=SERIES_POINTS) for k, v in view.series.items()}
+            out.log = deque(view.log, maxlen=LOG_LINES)
+            return out
 
     def series(self, run_id: str, name: str, width: int) -> list[float]:
         """One chart's points for a widget ``width`` cells wide."""

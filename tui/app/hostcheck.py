@@ -112,6 +112,9 @@ def _check(host: str, inv: Inventory, res: dict | None, image: str | None) -> Ho
     return HostCheck(host, True, "", chip, devices, image)
 
 
+TASK_STATUSES = ("ok", "failed", "skipped", "unreachable")
+
+
 @dataclass(frozen=True)
 class TaskEvent:
     host: str
@@ -132,8 +135,8 @@ def provision(
     def handle(ev: dict[str, Any]) -> bool:
         kind = ev.get("event", "")
         data = ev.get("event_data") or {}
-        if kind.startswith("runner_on_") and data.get("host") and kind != "runner_on_start":
-            status = kind[len("runner_on_") :]
+        status = kind[len("runner_on_") :]
+        if kind.startswith("runner_on_") and data.get("host") and status in TASK_STATUSES:
             if status == "ok" and (data.get("res") or {}).get("changed"):
                 status = "changed"
             on_task(TaskEvent(data["host"], data.get("task", ""), status))

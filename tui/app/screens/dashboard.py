@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -131,7 +132,7 @@ class DashboardScreen(Screen[None]):
         if view.error:
             text += f"  {view.error}"
         label = self.query_one("#run-status", Label)
-        label.update(text)
+        label.update(Text(text))
         label.set_class(view.status in ("failed", "aborted", "bad_input"), "error")
 
     def _put_row(self, table: DataTable, row: HostRow) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -93,8 +94,8 @@ class HostsScreen(Screen[None]):
             names = ",".join(g for g, hs in groups.items() if host in hs)
             table.add_row(host, names, "checking...", "", "", "", key=host)
 
-    def _label(self, host: str) -> str:
-        return f"{'[x]' if host in self.marked else '[ ]'} {host}"
+    def _label(self, host: str) -> Text:
+        return Text(f"{'[x]' if host in self.marked else '[ ]'} {host}")
 
     def _picked(self) -> list[str]:
         if self.marked:

@@ -111,7 +111,7 @@ class ResultsScreen(Screen[None]):
         return [
             r
             for r in self.records
-            if all(v is Select.BLANK or _field(r, k) == v for k, v in wanted.items())
+            if all(v is Select.NULL or _field(r, k) == v for k, v in wanted.items())
         ]
 
     @on(Select.Changed)
@@ -124,7 +124,7 @@ class ResultsScreen(Screen[None]):
         shown = self._shown()
         for r in reversed(shown):
             table.add_row(
-                "[x]" if r.run_id in self.marked else "[ ]",
+                _mark(r.run_id in self.marked),
                 r.started.replace("T", " ").rstrip("Z"),
                 r.case,
                 f"{r.vendor}/{r.config}",
@@ -154,7 +154,7 @@ class ResultsScreen(Screen[None]):
         else:
             self.marked.append(run_id)
         table = self.query_one("#history", DataTable)
-        table.update_cell(run_id, "mark", "[x]" if run_id in self.marked else "[ ]")
+        table.update_cell(run_id, "mark", _mark(run_id in self.marked))
         self.sub_title = (
             f"{len(self._shown())} of {len(self.records)} runs, {len(self.marked)} marked"
         )
@@ -242,6 +242,10 @@ class ExportScreen(ModalScreen[tuple[str, Path] | None]):
         if path.suffix.lstrip(".") not in FORMATS:
             path = path.with_name(f"{path.name}.{fmt}")
         self.dismiss((fmt, path))
+
+
+def _mark(marked: bool) -> Text:
+    return Text("[x]" if marked else "[ ]")
 
 
 def _field(record: RunRecord, name: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Label, ProgressBar, Sparkline
@@ -44,13 +45,15 @@ class RunProgress(Horizontal):
 
     def on_mount(self) -> None:
         if self._view is not None:
-            self.show(self._view)
+            self._draw(self._view)
 
     def show(self, view: RunView) -> None:
         self._view = view
-        if not self.is_mounted:
-            return  # on_mount draws it
-        self.query_one(Label).update(f"{view.case} {view.config} [{view.status}]")
+        if self.is_mounted:  # else on_mount draws it
+            self._draw(view)
+
+    def _draw(self, view: RunView) -> None:
+        self.query_one(Label).update(Text(f"{view.case} {view.config} [{view.status}]"))
         total, done = view.progress()
         bar = self.query_one(ProgressBar)
         if total is None and view.active:

@@ -1,0 +1,123 @@
+"""The run dashboard: the feed's aggregation, and the screen fed with typed events."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from app_support import make_app, plain, run, wait_for
+from textual.widgets import DataTable, Label, Log, Sparkline
+
+from tui.app.feed import SERIES_POINTS, RunFeed, downsample
+from tui.app.screens.dashboard import DashboardScreen
+from tui.app.widgets.charts import RunProgress
+from tui.events import HostState, MetricSample, RunFinished, RunStarted
+
+RUN = "20261122-070000-emitter-0001"
+
+
+def metric(host: str, step: int, t: float, loss: float = 0.5, run_id: str = RUN) -> MetricSample:
+    return MetricSample(
+        run_id=run_id,
+        host=host,
+        rank=0,
+        t=t,
+        received=t,
+        step=step,
+        samples=step * 8,
+        tokens=step * 64,
+        loss=loss,
+        lr=0.1,
+        throughput=40.0,
+        mem_used_gib=0.5,
+        mem_total_gib=2.0,
+    )
+
+
+def test_feed_folds_events_into_one_row_per_host_per_tick() -> None:
+    feed = RunFeed()
+    feed.add_run(RUN, "emitter", "cpu/CPUx2x1", ["a", "b"], {"max_samples": 800})
+    feed.push(RunStarted(RUN, "emitter", "cpu/CPUx2x1", ["a", "b"], 0.0))
+    for step in range(1, 11):
+        feed.push(metric("a", step, float(step)))
+    feed.push(metric("b", 1, 1.0))
+    rows, runs, logs = feed.take()
+    assert sorted(r.host for _, r in rows) == ["a", "b"]  # ten events of a: one update
+    a = feed.runs[RUN].rows["a"]
+    assert (a.step, a.samples, a.samples_per_s) == (10, 80, 40.0)
+    assert a.tokens_per_s == 64.0  # 64 tokens per second between the last two records
+    assert a.eta_s == (800 - 80) / 40.0
+    assert runs == {RUN} and logs[RUN] == ["started emitter cpu/CPUx2x1 on a, b"]
+    assert feed.runs[RUN].progress() == (800.0, 80.0)
+    assert feed.take() == ([], set(), {})  # nothing new: nothing to redraw
+    feed.push(HostState(RUN, "b", "failed", "host b: failed: disk full"))
+    feed.push(metric("b", 2, 2.0))  # a late line must not hide the failure
+    assert feed.runs[RUN].rows["b"].phase == "failed"
+    assert feed.runs[RUN].rows["b"].message == "host b: failed: disk full"
+
+
+def test_feed_series_are_bounded_and_downsampled() -> None:
+    feed = RunFeed()
+    feed.add_run(RUN, "emitter", "cpu/CPUx1x1", ["a"], {})
+    feed.push(RunStarted(RUN, "emitter", "cpu/CPUx1x1", ["a"], 0.0))
+    for step in range(1, SERIES_POINTS + 50):
+        feed.push(metric("a", step, float(step), loss=1.0 / step))
+        feed.take()
+    assert len(feed.runs[RUN].series["loss"]) == SERIES_POINTS
+    points = feed.series(RUN, "loss", 40)
+    assert len(points) == 40 and points == sorted(points, reverse=True)
+    assert downsample([1.0, 3.0, 5.0, 7.0], 2) == [2.0, 6.0]
+    assert downsample([1.0, 2.0], 5) == [1.0, 2.0]
+
+
+def test_dashboard_shows_rows_failure_reason_and_skips_hidden_charts(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            feed = app.feed
+            feed.add_run(RUN, "emitter", "cpu/CPUx2x1", ["node-a", "node-b"], {"max_samples": 400})
+            feed.push(RunStarted(RUN, "emitter", "cpu/CPUx2x1", ["node-a", "node-b"], 0.0))
+            now = time.time()
+            for step in range(1, 6):
+                feed.push(metric("node-a", step, now + step, loss=1.0 / step))
+                feed.push(metric("node-b", step, now + step, loss=1.0 / step))
+            await pilot.press("3")
+            screen = app.screen
+            assert isinstance(screen, DashboardScreen)
+            table = screen.query_one(DataTable)
+            await wait_for(pilot, lambda: table.row_count == 2)
+            assert str(table.get_cell("node-a", "step")) == "5"
+            assert str(table.get_cell("node-a", "samples/s")) == "40.0"
+            assert str(table.get_cell("node-b", "mem GiB")) == "0.5/2.0"
+            progress = screen.query_one(RunProgress)
+            await wait_for(pilot, lambda: progress.query_one("ProgressBar").progress == 40)
+            # A failing host: its reason in its row, the run's in the status line.
+            feed.push(HostState(RUN, "node-b", "failed", "host node-b: failed: CUDA error"))
+            feed.push(RunFinished(RUN, "failed", "host node-b: failed: CUDA error", now + 9))
+            await wait_for(pilot, lambda: str(table.get_cell("node-b", "state")) == "failed")
+            assert "CUDA error" in str(table.get_cell("node-b", "note"))
+            status = screen.query_one("#run-status", Label)
+            await wait_for(pilot, lambda: "CUDA error" in plain(status))
+            assert "[failed]" in plain(status)
+            await wait_for(
+                pilot, lambda: "failed: host node-b" in "\n".join(screen.query_one(Log).lines)
+            )
+            # Hidden charts are not redrawn.
+            sparkline = screen.query_one("#chart-loss").query_one(Sparkline)
+            await pilot.press("c")
+            before = list(sparkline.data or [])
+            feed.add_run("second", "emitter", "cpu/CPUx1x1", ["node-c"], {})
+            feed.push(RunStarted("second", "emitter", "cpu/CPUx1x1", ["node-c"], 0.0))
+            for step in range(1, 20):
+                feed.push(metric("node-c", step, now + step, loss=5.0, run_id="second"))
+            await pilot.press("down")  # the second run: its rows, not its charts
+            await wait_for(pilot, lambda: table.row_count == 1 and "node-c" in table.rows)
+            await pilot.pause(1.2)
+            assert list(sparkline.data or []) == before
+            await pilot.press("c")
+            assert sparkline.data and sparkline.data[-1] == 5.0
+            # Cancel on a run without a live handle: a notice, never a traceback.
+            await pilot.press("x")
+            assert any("No active run" in str(n.message) for n in app._notifications)
+
+    run(scenario())

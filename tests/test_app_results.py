@@ -1,0 +1,89 @@
+"""The Results screen: history from the store, filters, seeds' table, compare, export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from app_support import history, make_app, plain, run, seed_store, wait_for
+from textual.widgets import DataTable, Select, Static
+
+from tui.app.compare import compare
+from tui.app.screens.results import ExportScreen, ResultsScreen
+from tui.tables import render
+
+
+def test_compare_flags_a_change_outside_the_earlier_spread() -> None:
+    records = {r.run_id: r for r in history()}
+    same_config = [r for r in records.values() if r.config == "A100x1x8"]
+    rows = {c.metric.name: c for c in compare(records["run-3"], records["run-new"], same_config)}
+    p_whole = rows["p_whole"]
+    assert (p_whole.before, p_whole.after) == (1760.0, 1500.0)
+    assert p_whole.change == (1500.0 - 1760.0) / 1760.0
+    assert p_whole.spread == (1700.0, 1760.0) and p_whole.outside
+    assert p_whole.better is False  # samples/s: higher is better
+    assert rows["p_train"].spread == (1780.0, 1810.0) and not rows["p_train"].outside
+    assert rows["acc"].spread == (0.915, 0.915) and rows["acc"].outside  # every earlier run
+    assert rows["e2e_time"].outside and rows["e2e_time"].better is False  # slower
+    # Too few earlier runs: no spread, nothing flagged.
+    few = compare(records["run-0"], records["run-1"], same_config)
+    assert all(c.spread is None and not c.outside for c in few)
+
+
+def test_history_filters_compare_and_export(tmp_path: Path) -> None:
+    records = seed_store(tmp_path / "results")
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            await pilot.press("4")
+            screen = app.screen
+            assert isinstance(screen, ResultsScreen)
+            table = screen.query_one("#history", DataTable)
+            await wait_for(pilot, lambda: table.row_count == len(records))
+            # Newest first.
+            assert str(table.coordinate_to_cell_key((0, 0)).row_key.value) == "run-new"
+            pane = screen.query_one("#result-view", Static)
+            assert "### distilbert-pytorch" in plain(pane)  # the seeds' table of what is shown
+            screen.query_one("#filter-config", Select).value = "A100x2x8"
+            await wait_for(pilot, lambda: table.row_count == 1)
+            screen.query_one("#filter-config", Select).value = "A100x1x8"
+            await wait_for(pilot, lambda: table.row_count == len(records) - 1)
+            table.focus()
+            await pilot.press("d")  # fewer than two marked: a notice
+            assert any("exactly two" in str(n.message) for n in app._notifications)
+            await pilot.press("space", "down", "space")  # run-new and run-3
+            assert screen.marked == ["run-new", "run-3"]
+            await pilot.press("d")
+            text = plain(pane, width=140)
+            assert "-14.8%" in text  # p_whole 1760 -> 1500
+            (p_whole,) = [ln for ln in text.splitlines() if "p_whole (" in ln]
+            assert "1700.0..1760.0" in p_whole and "! outside" in p_whole
+            # Export the two marked runs in each format.
+            for fmt in ("md", "csv", "json"):
+                await pilot.press("e")
+                assert isinstance(app.screen, ExportScreen)
+                app.screen.query_one("#export-path").value = str(tmp_path / "out" / f"x.{fmt}")
+                await pilot.click(f"#export-{fmt}")
+                await wait_for(pilot, lambda: isinstance(app.screen, ResultsScreen))
+            marked = sorted(
+                (r for r in records if r.run_id in ("run-3", "run-new")), key=lambda r: r.started
+            )
+            assert (tmp_path / "out" / "x.md").read_text() == render(marked, "md") + "\n"
+            assert (tmp_path / "out" / "x.csv").read_text() == render(marked, "csv") + "\n"
+            exported = json.loads((tmp_path / "out" / "x.json").read_text())
+            assert [r["run_id"] for r in exported] == ["run-3", "run-new"]
+
+    run(scenario())
+
+
+def test_no_store_yet_says_so(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("4")
+            pane = app.screen.query_one("#result-view", Static)
+            await wait_for(pilot, lambda: "No results store" in plain(pane))
+            assert not (tmp_path / "results" / "fleetperf.sqlite").exists()
+
+    run(scenario())
