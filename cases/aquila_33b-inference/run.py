@@ -186,7 +186,7 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
                 f"group of {tp}; the first {warmup} forwards of each pass left out",
             ],
             training=False,
-            peak_cache=harness.peak_cache_path(args.data_dir),
+            peak_cache=harness.peak_cache_path(Path(args.data_dir).parent),
         )
         events.emit("result", **payload)
         say(f"result: loss {loss:.4f} acc {acc:.4f} p_infer_core {p_infer_core}", flush=True)

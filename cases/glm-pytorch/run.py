@@ -263,7 +263,7 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
             converged=converged,
             message=message,
             notes=["a sample is one ReCoRD question with all its candidates"],
-            peak_cache=harness.peak_cache_path(args.data_dir),
+            peak_cache=harness.peak_cache_path(Path(args.data_dir).parent),
         )
         events.emit("result", **payload)
         say(f"result {payload['status']}: acc={acc} loss={last_loss}", flush=True)

@@ -1,0 +1,346 @@
+"""cases/glm-pytorch: GLM's blank infilling, the checkpoint layout, ReCoRD, prepare, fine-tuning.
+
+The model tests build tiny GLMs in-process; the workload tests run prepare.py and run.py as
+the controller does, and one fine-tunes through ``fleetperf --batch`` to the target.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO, Fleetperf
+
+CASE_DIR = REPO / "cases" / "glm-pytorch"
+sys.path.insert(0, str(CASE_DIR))
+
+from glm_model import (  # noqa: E402
+    GLMConfig,
+    GLMModel,
+    MultiTokenCloze,
+    blank_infilling,
+    blank_infilling_mask,
+    load_state_dict_file,
+)
+from record import DataError, WordPiece, collate, encode_question, read_record  # noqa: E402
+
+MASK, SOP, EOP = 4, 2, 3
+X = [11, 12, 13, 14, 15, 16]  # x1 .. x6
+TINY = GLMConfig(vocab_size=40, hidden_size=32, num_layers=2, num_heads=4, max_sequence_length=32)
+
+
+def test_blank_infilling_reproduces_the_papers_figure_2() -> None:
+    # GLM paper, figure 2: x3 and x5 x6 are blanked; part B holds [x5 x6] then [x3].
+    s = blank_infilling(X, [(4, 6), (2, 3)], MASK, SOP, EOP)
+    assert s["input_ids"] == [11, 12, MASK, 14, MASK, SOP, 15, 16, SOP, 13]
+    # the figure's "Position 1" and "Position 2" rows, 1-based there, 0-based here
+    assert s["position_ids"] == [p - 1 for p in (1, 2, 3, 4, 5, 5, 5, 5, 3, 3)]
+    assert s["block_position_ids"] == [0, 0, 0, 0, 0, 1, 2, 3, 1, 2]
+    assert s["targets"][5:] == [15, 16, EOP, 13, EOP]
+    assert s["loss_mask"] == [0] * 5 + [1] * 5
+    assert s["sep"] == 5
+
+
+def test_attention_mask_matches_the_figure() -> None:
+    # rows: queries, columns: keys; part A (5 tokens) sees part A, part B sees A and its past
+    a = [1, 1, 1, 1, 1, 0, 0, 0, 0, 0]
+    expected = [a] * 5 + [[1] * 5 + [1] * (i + 1) + [0] * (4 - i) for i in range(5)]
+    mask = blank_infilling_mask(torch.tensor([5]), 10)
+    assert mask.shape == (1, 10, 10)
+    assert mask[0].int().tolist() == expected
+
+
+def _model() -> GLMModel:
+    torch.manual_seed(0)
+    return GLMModel(TINY).eval()
+
+
+def _inputs(sample: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    ids = torch.tensor([sample["input_ids"]])
+    pos = torch.tensor([[sample["position_ids"], sample["block_position_ids"]]])
+    return ids, pos, torch.tensor([sample["sep"]])
+
+
+def test_part_a_never_sees_part_b_and_part_b_sees_only_its_past() -> None:
+    model = _model()
+    s = blank_infilling(X, [(4, 6), (2, 3)], MASK, SOP, EOP)
+    ids, pos, sep = _inputs(s)
+    changed = ids.clone()
+    changed[0, 7] = 30  # x6 in part B
+    with torch.no_grad():
+        h, h2 = model(ids, pos, sep), model(changed, pos, sep)
+    assert torch.equal(h[0, :7], h2[0, :7])  # part A and part B before x6: unchanged
+    assert not torch.allclose(h[0, 7:], h2[0, 7:])  # x6 and what follows it
+
+
+def test_both_position_rows_are_used() -> None:
+    model = _model()
+    ids, pos, sep = _inputs(blank_infilling(X, [(4, 6), (2, 3)], MASK, SOP, EOP))
+    with torch.no_grad():
+        base = model(ids, pos, sep)
+        for row in (0, 1):
+            moved = pos.clone()
+            moved[0, row, 6] += 1
+            assert not torch.allclose(model(ids, moved, sep)[0, 6], base[0, 6])
+
+
+def test_state_dict_has_thudm_glm_key_names(tmp_path: Path) -> None:
+    model = _model()
+    keys = set(model.state_dict())
+    layer0 = {
+        f"transformer.layers.0.{m}.{p}"
+        for m in (
+            "input_layernorm",
+            "attention.query_key_value",
+            "attention.dense",
+            "post_attention_layernorm",
+            "mlp.dense_h_to_4h",
+            "mlp.dense_4h_to_h",
+        )
+        for p in ("weight", "bias")
+    }
+    top = {
+        "word_embeddings.weight",
+        "transformer.position_embeddings.weight",
+        "transformer.block_position_embeddings.weight",
+        "transformer.final_layernorm.weight",
+        "transformer.final_layernorm.bias",
+    }
+    assert top | layer0 <= keys
+    assert len(keys) == len(top) + 2 * len(layer0)
+    assert model.state_dict()["transformer.position_embeddings.weight"].shape == (33, 32)
+    # DeepSpeed's {"module": ...} file and a bare state dict both load, shape inferred
+    for name, obj in (("ds.pt", {"module": model.state_dict()}), ("bare.pt", model.state_dict())):
+        torch.save(obj, tmp_path / name)
+        sd = load_state_dict_file(tmp_path / name)
+        assert GLMConfig.from_state_dict(sd, num_heads=4, dropout=0.1) == TINY
+    (tmp_path / "bad.pt").write_text("not a checkpoint")
+    with pytest.raises(ValueError, match="bad.pt"):
+        load_state_dict_file(tmp_path / "bad.pt")
+
+
+def test_cloze_scores_are_candidate_log_likelihoods() -> None:
+    """Each candidate's score is the sum of log p(token) over its span and [E]."""
+    model = _model()
+    cloze = MultiTokenCloze(model).eval()
+    context = [1, 11, 12, MASK, 14]
+    rows = []
+    for answer in ([20], [21, 22]):
+        filled = context[:3] + answer + context[4:]
+        rows.append(blank_infilling(filled, [(3, 3 + len(answer))], MASK, SOP, EOP))
+    with torch.no_grad():
+        expected = []
+        for s in rows:
+            ids, pos, sep = _inputs(s)
+            logp = (model(ids, pos, sep) @ model.word_embeddings.weight.T).log_softmax(-1)[0]
+            expected.append(
+                sum(
+                    logp[i, t]
+                    for i, (t, m) in enumerate(zip(s["targets"], s["loss_mask"], strict=True))
+                    if m
+                )
+            )
+        t = max(len(s["input_ids"]) for s in rows)
+
+        def pad(key: str) -> torch.Tensor:
+            return torch.tensor([s[key] + [0] * (t - len(s[key])) for s in rows])
+
+        scores = cloze(
+            pad("input_ids"),
+            torch.stack([pad("position_ids"), pad("block_position_ids")], 1),
+            torch.tensor([s["sep"] for s in rows]),
+            pad("targets"),
+            pad("loss_mask").bool(),
+            torch.tensor([[0, 0], [0, 1]]),
+        )
+    assert scores.shape == (1, 2)
+    assert torch.allclose(scores[0], torch.stack(expected), atol=1e-5)
+
+
+# ------------------------------------------------------------------------ data and prepare
+def _prepare(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(CASE_DIR / "prepare.py"), *args],
+        env={"PYTHONPATH": str(REPO / "cases"), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("glm") / "glm-pytorch"
+    proc = _prepare("--synthetic", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_synthetic_record_reads_as_questions(data_dir: Path) -> None:
+    questions = read_record(data_dir / "ReCoRD" / "val.jsonl")
+    assert len(questions) > 150
+    for q in questions:
+        assert "@placeholder" in q.query and 3 <= len(q.candidates) <= 4
+        assert q.answers[0] in q.candidates and q.label == q.candidates.index(q.answers[0])
+    tok = WordPiece(data_dir / "checkpoint" / "vocab.txt")
+    encoded = [encode_question(tok, q, 64) for q in questions[:8]]
+    batch = collate(encoded, 64, tok)
+    n = sum(len(q.choices) for q in encoded)
+    assert batch["input_ids"].shape == (n, 64) and batch["position_ids"].shape == (n, 2, 64)
+    # part B starts right after part A with <|startofpiece|> at the [MASK]'s position
+    first = encoded[0]
+    assert batch["input_ids"][0, batch["sep"][0]] == tok.sop
+    assert batch["position_ids"][0, 0, batch["sep"][0]] == first.mask_position
+    assert first.context[first.mask_position] == tok.mask
+
+
+def test_record_errors_name_file_line_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "val.jsonl"
+    bad.write_text('{"passage": {"text": "a b", "entities": []}, "qas": [{"query": "x"}]}\n')
+    with pytest.raises(DataError, match=rf"{bad}:1: qas.query has no @placeholder"):
+        read_record(bad)
+    bad.write_text('{"passage": {"text": "a b"}}\n')
+    with pytest.raises(DataError, match=rf"{bad}:1 passage: field 'entities'"):
+        read_record(bad)
+
+
+def _release_layout(data_dir: Path, root: Path) -> Path:
+    """The operator's files as released: GLM's blocklm-large-blank/<iter>/, SuperGLUE's ReCoRD."""
+    src = root / "src"
+    (src / "blocklm-large-blank" / "200000").mkdir(parents=True)
+    (src / "blocklm-large-blank" / "200000" / "mp_rank_00_model_states.pt").symlink_to(
+        data_dir / "checkpoint" / "mp_rank_00_model_states.pt"
+    )
+    (src / "vocab.txt").symlink_to(data_dir / "checkpoint" / "vocab.txt")
+    (src / "ReCoRD").symlink_to(data_dir / "ReCoRD")
+    return src
+
+
+def test_prepare_from_stages_the_release_layout(data_dir: Path, tmp_path: Path) -> None:
+    src = _release_layout(data_dir, tmp_path)
+    out = tmp_path / "out"
+    proc = _prepare("--from", str(src), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    for rel in (
+        "checkpoint/mp_rank_00_model_states.pt",
+        "checkpoint/vocab.txt",
+        "ReCoRD/val.jsonl",
+    ):
+        assert (out / rel).read_bytes() == (data_dir / rel).read_bytes()
+
+
+def test_prepare_from_names_the_first_bad_file(data_dir: Path, tmp_path: Path) -> None:
+    src = _release_layout(data_dir, tmp_path)
+    (src / "ReCoRD").unlink()
+    (src / "ReCoRD").mkdir()
+    (src / "ReCoRD" / "train.jsonl").symlink_to(data_dir / "ReCoRD" / "train.jsonl")
+    out = tmp_path / "out"
+    proc = _prepare("--from", str(src), "--out", str(out))
+    assert proc.returncode == 2
+    val = src / "ReCoRD" / "val.jsonl"
+    assert proc.stderr == f"error: {val}: missing (SuperGLUE ReCoRD.zip unpacked in {src})\n"
+    assert not out.exists()
+
+    (src / "ReCoRD" / "val.jsonl").write_text('{"idx": 0}\n')
+    proc = _prepare("--from", str(src), "--out", str(out))
+    assert proc.returncode == 2 and f"{src / 'ReCoRD' / 'val.jsonl'}:1" in proc.stderr
+    assert proc.stderr.count("\n") == 1 and not out.exists()
+
+    ckpt = src / "blocklm-large-blank" / "200000" / "mp_rank_00_model_states.pt"
+    ckpt.unlink()
+    torch.save({"module": {"word_embeddings.weight": torch.zeros(4, 8)}}, ckpt)
+    proc = _prepare("--from", str(src), "--out", str(out))
+    assert proc.returncode == 2 and str(ckpt) in proc.stderr and "missing key" in proc.stderr
+
+
+# -------------------------------------------------------------------------------- workload
+def _run_config(tmp_path: Path, **hp: object) -> Path:
+    case = __import__("yaml").safe_load((CASE_DIR / "case.yaml").read_text())
+    cpu = __import__("yaml").safe_load((CASE_DIR / "configs" / "cpu" / "CPUx1x1.yaml").read_text())
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    config = {
+        "run_id": "test",
+        "case": "glm-pytorch",
+        "vendor": "cpu",
+        "chip": "CPU",
+        "nnodes": 1,
+        "nproc_per_node": 1,
+        "precision": "fp32",
+        "hp": {**case["defaults"], **cpu["overrides"], **hp},
+        "fix_hp": {},
+    }
+    (run_dir / "config.json").write_text(json.dumps(config))
+    return run_dir
+
+
+def test_workload_contract_on_a_short_run(data_dir: Path, tmp_path: Path) -> None:
+    run_dir = _run_config(tmp_path, max_samples=80, eval_every_samples=80, log_every_steps=5)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(CASE_DIR / "run.py"),
+            *("--config", str(run_dir / "config.json")),
+            *("--data-dir", str(data_dir), "--run-dir", str(run_dir)),
+        ],
+        env={"PYTHONPATH": str(REPO / "cases"), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "2"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    kinds = [e["kind"] for e in events]
+    assert kinds[0] == "start" and kinds[-1] == "result" and "eval" in kinds
+    steps = [e for e in events if e["kind"] == "step"]
+    assert [s["samples"] for s in steps] == [40, 80]  # 8 questions a step, logged every 5
+    assert all(s["tokens"] > 0 for s in steps)
+    result = events[-1]
+    assert result["status"] == "failed" and "not reached in 80 samples" in result["message"]
+    m = result["metrics"]
+    assert 0 <= m["acc"] <= 1 and m["loss"] > 0 and m["p_core"] >= m["p_train"] >= m["p_whole"] > 0
+    assert m["mfu"] is None  # no datasheet peak for a CPU
+
+
+def _accuracy_of(data_dir: Path) -> float:
+    """Exact match of the staged checkpoint on the staged dev set, through the case's code."""
+    from record import exact_match
+
+    tok = WordPiece(data_dir / "checkpoint" / "vocab.txt")
+    sd = load_state_dict_file(data_dir / "checkpoint" / "mp_rank_00_model_states.pt")
+    glm = GLMModel(GLMConfig.from_state_dict(sd, num_heads=4))
+    glm.load_state_dict(sd)
+    cloze = MultiTokenCloze(glm).eval()
+    questions = [encode_question(tok, q, 64) for q in read_record(data_dir / "ReCoRD/val.jsonl")]
+    right = 0
+    for i in range(0, len(questions), 16):
+        batch = collate(questions[i : i + 16], 64, tok)
+        keys = ("input_ids", "position_ids", "sep", "targets", "target_mask", "choice_index")
+        with torch.no_grad():
+            picks = cloze(**{k: batch[k] for k in keys}).argmax(-1).tolist()
+        right += sum(
+            exact_match(q.candidates[p], q.answers)
+            for q, p in zip(batch["questions"], picks, strict=True)
+        )
+    return right / len(questions)
+
+
+@pytest.mark.slow
+def test_fine_tunes_to_the_target_through_fleetperf_batch(tmp_path: Path) -> None:
+    """The CPU config end to end: prepare, launch, record; accuracy rises from chance."""
+    fp = Fleetperf(cases_dir=REPO / "cases", data_root=tmp_path / "data", results=tmp_path / "res")
+    out = fp.run("prepare", "glm-pytorch", "--synthetic")
+    assert out.returncode == 0, out.stderr
+    before = _accuracy_of(tmp_path / "data" / "glm-pytorch")
+    assert before < 0.5  # 3-4 candidates: chance is about 0.3
+    out = fp.batch("glm-pytorch", "cpu/CPUx1x1", timeout=1500)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (rec,) = fp.records()
+    assert rec["status"] == "passed" and rec["metrics"]["acc"] >= 0.8 > before
+    assert "| CPU单机1卡（1x1） | fp32 |" in out.stdout
