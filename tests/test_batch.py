@@ -187,10 +187,10 @@ def test_ctrl_c_aborts_stops_the_workload_and_records_it(emitter: Fleetperf) -> 
         if " step " in line and "samples" in line:
             break
     proc.send_signal(signal.SIGINT)
-    rest, _ = proc.communicate(timeout=120)
+    rest, err = proc.communicate(timeout=120)
     assert proc.returncode == 1
     assert rest.index("== stopping: cancelling the runs") < rest.index("localhost    stopped")
-    assert "== aborted: aborted by the operator" in rest
+    assert "== aborted: aborted by the operator" in rest, rest + err
     (rec,) = emitter.records()
     assert rec["status"] == "aborted"
     (host_dir,) = emitter.host_dirs()

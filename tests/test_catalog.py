@@ -203,3 +203,12 @@ def test_a_case_metric_reaches_the_record_and_the_table(cases: Path) -> None:
     assert "| 配置 | precision | bleu |" in table
     assert "| CPU单机单卡（1x1） | / | 31.26 |" in table and "bleu: points" in table
     assert "bleu (points)" in to_csv([record]).splitlines()[0]
+
+
+def test_fix_hp_shows_the_seeds_hyperparameters_not_run_settings() -> None:
+    case = catalog.load_case("distilbert-pytorch")
+    sets = catalog.parse_sets(["train_batch_size=8", "max_samples=640", "log_every_steps=1"])
+    spec = catalog.resolve(case, catalog.load_config(case, "cpu/CPUx1x1"), sets)
+    assert spec.seed_fix_hp["train_batch_size"] == 8
+    assert not {"max_samples", "log_every_steps", "precision"} & set(spec.seed_fix_hp)
+    assert spec.fix_hp["max_samples"] == 640 and spec.hp["log_every_steps"] == 1  # kept

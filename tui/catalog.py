@@ -137,6 +137,13 @@ class RunSpec(_Strict):
         return str(self.hp.get("precision", "fp32"))
 
     @property
+    def seed_fix_hp(self) -> dict[str, Any]:
+        """The overrides the seeds' fix_hp column shows: no precision (the record has its
+        own field) and none of the case's harness run settings."""
+        hidden = {"precision", *self.case.settings}
+        return {k: v for k, v in self.fix_hp.items() if k not in hidden}
+
+    @property
     def world_size(self) -> int:
         return self.config.nnodes * self.config.nproc_per_node
 

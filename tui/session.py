@@ -302,11 +302,7 @@ class Session:
             status="running",
             started=now_utc_iso(),
             precision=spec.precision,
-            fix_hp={
-                k: v
-                for k, v in spec.fix_hp.items()
-                if k != "precision" and k not in spec.case.settings
-            },
+            fix_hp=spec.seed_fix_hp,
             hp=spec.hp,
             executor=str(executor),
             image=str(image) if image else None,
