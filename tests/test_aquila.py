@@ -1,0 +1,190 @@
+"""cases/aquila_33b-inference: LAMBADA scoring, the Megatron converter, tensor parallelism.
+
+Tolerance of the tensor-parallel check: fp32 logits within 1e-5 absolute of the one-process
+run (the split matmuls sum their partial products in another order), loss within 1e-6
+relative, the same last-word hits.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import REPO, Fleetperf
+
+CASE_DIR = REPO / "cases" / "aquila_33b-inference"
+PROBE = REPO / "tests" / "aquila_tp_probe.py"
+sys.path.insert(0, str(CASE_DIR))
+
+from lambada import Example, collate, encode, load_tokenizer, score  # noqa: E402
+
+ENV = {"PYTHONPATH": str(REPO / "cases"), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2")
+
+
+def _python(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("aquila") / "aquila_33b-inference"
+    proc = _python(str(CASE_DIR / "prepare.py"), "--synthetic", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_scoring_by_hand() -> None:
+    # two texts; the last word is the final 1 and 2 tokens
+    batch = collate([Example((1, 2, 3), 1), Example((1, 2, 3, 4), 2)], pad_id=0)
+    assert batch["input_ids"].tolist() == [[1, 2, 3, 0], [1, 2, 3, 4]]
+    assert batch["last_word"].tolist() == [[False, True, False, False], [False, True, True, False]]
+    logits = torch.zeros(2, 4, 5)
+    logits[0, 0, 2] = logits[0, 1, 3] = 2.0  # text 1: every next token right
+    logits[1, 1, 3] = logits[1, 2, 0] = 2.0  # text 2: the last word's second token wrong
+    nll, tokens, right = score(logits, batch)
+    right_p = math.exp(2) / (math.exp(2) + 4)
+    # text 1: 2 tokens, both favoured; text 2: 3 tokens, one favoured, two uniform-ish
+    expected = -3 * math.log(right_p) - math.log(1 / 5) - math.log(1 / (math.exp(2) + 4))
+    assert tokens == 5 and right == 1
+    assert nll == pytest.approx(expected, rel=1e-6)
+
+
+def test_tokenizer_from_the_seed_files(data_dir: Path) -> None:
+    tok = load_tokenizer(data_dir / "tokenizer")
+    assert tok.token_to_id("<|endoftext|>") is not None
+    (example,) = encode(tok, ["she opened the door"], 256)
+    last = tok.encode(" door").ids
+    assert list(example.ids) == tok.encode("she opened the").ids + last
+    assert example.last_word_tokens == len(last)
+
+
+def test_megatron_layout_converts_to_the_same_model(data_dir: Path, tmp_path: Path) -> None:
+    from transformers import LlamaForCausalLM
+
+    ckpts = data_dir / "ckpts"
+    assert (ckpts / "latest_checkpointed_iteration.txt").read_text().strip() == "1"
+    rank = torch.load(
+        ckpts / "iter_0000001" / "mp_rank_01" / "model_optim_rng.pt", weights_only=False
+    )
+    assert rank["args"].tensor_model_parallel_size == 2
+    qkv = rank["model"]["language_model"]["encoder"][
+        "layers.0.self_attention.query_key_value.weight"
+    ]
+    # one key/value group per rank: its 2 query heads, 1 key head, 1 value head, 16 rows each
+    assert tuple(qkv.shape) == (4 * 16, 64)
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("ckpts", "tokenizer", "data"):
+        (src / name).symlink_to(data_dir / name)
+    out = tmp_path / "out"
+    proc = _python(str(CASE_DIR / "prepare.py"), "--from", str(src), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    config = json.loads((out / "checkpoint" / "config.json").read_text())
+    assert config["num_key_value_heads"] == 2 and config["num_hidden_layers"] == 2
+    ids = torch.arange(1, 41).view(2, 20)
+    with torch.no_grad():
+        a = LlamaForCausalLM.from_pretrained(data_dir / "checkpoint")(ids).logits
+        b = LlamaForCausalLM.from_pretrained(out / "checkpoint")(ids).logits
+    assert torch.equal(a, b)
+
+
+def test_tensor_parallel_2_matches_one_process(data_dir: Path, tmp_path: Path) -> None:
+    one = _python(str(PROBE), str(data_dir), str(tmp_path / "one.pt"))
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = _python(*TORCHRUN, str(PROBE), str(data_dir), str(tmp_path / "two.pt"))
+    assert two.returncode == 0, two.stderr[-3000:]
+    a, b = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
+    vocab = json.loads((data_dir / "checkpoint" / "config.json").read_text())["vocab_size"]
+    assert a["logits"].shape == b["logits"].shape == (16, a["logits"].shape[1], vocab)
+    assert torch.allclose(a["logits"], b["logits"], rtol=0, atol=1e-5)
+    assert b["loss"] == pytest.approx(a["loss"], rel=1e-6) and a["right"] == b["right"]
+    assert 0 < a["loss"] < 10
+
+
+def test_prepare_from_names_the_first_bad_file(data_dir: Path, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "tokenizer").mkdir(parents=True)
+    for name in ("vocab.json", "special_tokens.txt"):
+        (src / "tokenizer" / name).symlink_to(data_dir / "tokenizer" / name)
+    (src / "data").symlink_to(data_dir / "data")
+    out = tmp_path / "out"
+    args = (str(CASE_DIR / "prepare.py"), "--from", str(src), "--out", str(out))
+    proc = _python(*args)
+    assert proc.returncode == 2 and not out.exists()
+    assert proc.stderr == f"error: {src / 'tokenizer' / 'merges.txt'}: missing\n"
+
+    (src / "tokenizer" / "merges.txt").symlink_to(data_dir / "tokenizer" / "merges.txt")
+    (src / "ckpts").mkdir()
+    proc = _python(*args)
+    latest = src / "ckpts" / "latest_checkpointed_iteration.txt"
+    assert proc.returncode == 2 and proc.stderr == f"error: {latest}: missing\n"
+
+    latest.write_text("7\n")
+    proc = _python(*args)
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: {src / 'ckpts' / 'iter_0000007'}: missing (named by {latest})\n"
+    assert not out.exists()
+
+
+def test_workload_contract_one_process(data_dir: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    hp = {
+        "precision": "fp32",
+        "eval_batch_size": 8,
+        "max_seq_length": 256,
+        "infer_passes": 2,
+        "warmup_steps": 1,
+        "max_texts": 32,
+    }
+    config = {"run_id": "t", "case": "aquila_33b-inference", "vendor": "cpu", "chip": "CPU"}
+    config.update(nnodes=1, nproc_per_node=1, precision="fp32", hp=hp, fix_hp={})
+    (run_dir / "config.json").write_text(json.dumps(config))
+    proc = _python(
+        str(CASE_DIR / "run.py"),
+        *("--config", str(run_dir / "config.json"), "--data-dir", str(data_dir)),
+        *("--run-dir", str(run_dir)),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["kind"] for e in events] == ["start", "eval", "step", "step", "result"]
+    assert [e["samples"] for e in events if e["kind"] == "step"] == [32, 64]
+    m = events[-1]["metrics"]
+    assert events[-1]["status"] == "passed"
+    assert m["p_val_core"] >= m["p_val_whole"] > 0 and m["p_infer_core"] >= m["p_infer_whole"] > 0
+    assert 0 <= m["acc"] <= 1 and 0 < m["loss"] < 10
+    assert m["acc"] == events[1]["value"]
+    for training_only in ("p_whole", "p_train", "p_core", "tokens_per_s_per_device"):
+        assert training_only not in m
+    assert m["mfu"] is None and m["mfu_measured"] > 0
+
+
+@pytest.mark.slow
+def test_tensor_parallel_through_fleetperf_batch(tmp_path: Path) -> None:
+    """The CPU config end to end: prepare, two processes over gloo, record and table."""
+    fp = Fleetperf(cases_dir=REPO / "cases", data_root=tmp_path / "data", results=tmp_path / "res")
+    out = fp.run("prepare", "aquila_33b-inference", "--synthetic")
+    assert out.returncode == 0, out.stderr
+    out = fp.batch("aquila_33b-inference", "cpu/CPUx1x2", timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "localhost    started: world size 2" in out.stdout
+    (rec,) = fp.records()
+    assert rec["status"] == "passed"
+    m = rec["metrics"]
+    for key in ("p_val_whole", "p_val_core", "p_infer_whole", "p_infer_core", "loss", "acc"):
+        assert isinstance(m[key], float), key
+    assert "| CPU单机2卡（1x2） | fp32 |" in out.stdout
