@@ -18,6 +18,19 @@ from pathlib import Path
 import pytest
 
 LIBRARY = Path(__file__).resolve().parents[1] / "playbooks" / "library"
+MODULE_UTILS = LIBRARY.parent / "module_utils"
+# A module as AnsiballZ runs it: playbooks/module_utils importable as ansible.module_utils.X.
+RUNNER = (
+    "import runpy, sys, ansible.module_utils as mu; mu.__path__.append(sys.argv.pop(1)); "
+    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+def module_argv(name: str, args_file: Path | str) -> list[str]:
+    module_file = str(LIBRARY / f"{name}.py")
+    return [sys.executable, "-c", RUNNER, str(MODULE_UTILS), module_file, str(args_file)]
+
+
 NO_PID = str(2**22 + 1)  # above any pid_max: the tail tests' stand-in workload.pid
 CONTROLLER = {"host": socket.gethostname(), "pid": os.getpid(), "boot_id": None}
 
@@ -28,7 +41,7 @@ def module(name: str, tmp: Path, **args: object) -> tuple[dict, float]:
     path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
     t0 = time.monotonic()
     done = subprocess.run(
-        [sys.executable, str(LIBRARY / f"{name}.py"), str(path)],
+        module_argv(name, path),
         capture_output=True,
         text=True,
         timeout=120,
@@ -83,12 +96,12 @@ def wait_for(path: Path, seconds: float = 20) -> None:
 ZOMBIE_STOP = """
 import ctypes, json, os, subprocess, sys, time
 ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans of ours come to us
-run_dir, library, args_dir = sys.argv[1:4]
+run_dir, args_dir, argv = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 def module(name, **args):
     path = os.path.join(args_dir, name + ".json")
     with open(path, "w") as f:
         json.dump({"ANSIBLE_MODULE_ARGS": args}, f)
-    out = subprocess.run([sys.executable, os.path.join(library, name + ".py"), path],
+    out = subprocess.run([a.replace("NAME", name).replace("ARGS", path) for a in argv],
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out)
 pid = module("fleetperf_launch", run_dir=run_dir, chdir=run_dir,
@@ -105,8 +118,9 @@ os.waitpid(pid, 0)
 
 
 def test_stop_of_an_exited_workload_returns_at_once_without_signalling(run_dir: Path) -> None:
+    helper_argv = json.dumps(module_argv("NAME", "ARGS"))  # the helper fills both in
     done = subprocess.run(
-        [sys.executable, "-c", ZOMBIE_STOP, str(run_dir), str(LIBRARY), str(run_dir.parent)],
+        [sys.executable, "-c", ZOMBIE_STOP, str(run_dir), str(run_dir.parent), helper_argv],
         capture_output=True,
         text=True,
         timeout=60,

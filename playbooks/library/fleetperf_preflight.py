@@ -57,6 +57,9 @@ def missing_data(data_dir: str, requires: list[str]) -> list[str]:
 
 
 def free_gib(path: str) -> float:
+    """Free space for unprivileged writers where path is, or would be created."""
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize / 2**30
 
@@ -182,7 +185,6 @@ def main() -> None:
         module.fail_json(
             msg=f"host {host}: missing {missing[0]} (stage it with: fleetperf prepare {p['case']})"
         )
-    os.makedirs(run_root, exist_ok=True)
     free = free_gib(run_root)
     if free < p["min_free_gib"]:
         module.fail_json(
@@ -190,6 +192,7 @@ def main() -> None:
             f"the run needs {p['min_free_gib']:g} GiB (fleetperf_min_free_gib)",
             free_gib=free,
         )
+    os.makedirs(run_root, exist_ok=True)
     port = None
     if p["master_port"] is not None:
         port = port_free(p["master_port"])

@@ -6,9 +6,10 @@ module: fleetperf_stop
 short_description: Stop a fleetperf workload's whole process group
 description:
   - A workload whose C(exit_code) exists has ended: the module returns at once, without
-    signalling or waiting, unless something it started still runs in its process group.
-  - Otherwise sends SIGTERM to the process group recorded in O(run_dir)/workload.pid,
-    waits up to O(grace) seconds, then SIGKILL, and writes C(exit_code) (as -15 or -9)
+    signalling or waiting, unless something it started still runs.
+  - Otherwise sends SIGTERM to the process group recorded in O(run_dir)/workload.pid and
+    every descendant (also those in sessions of their own, as torchrun's ranks), waits up to
+    O(grace) seconds, then SIGKILL to what is left, and writes C(exit_code) (as -15 or -9)
     when the supervisor could not. O(reason) goes to C(stop_reason), for the poll to say
     why the workload ended.
   - With O(lease), releases the host lease there if this run (the run dir's name)
@@ -20,6 +21,7 @@ options:
   lease: {description: The host lease file to release., type: path}
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -28,9 +30,9 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 
 
-def group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes of the process group, from /proc."""
-    members = []
+def processes() -> dict[int, tuple[int, int]]:
+    """Live (not zombie) processes from /proc: pid -> (parent pid, process group)."""
+    procs = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -40,28 +42,47 @@ def group_members(pgid: int) -> list[int]:
         except OSError:  # gone meanwhile
             continue
         # Fields after the command (which may hold spaces): state, ppid, pgrp, ...
-        state, _ppid, pgrp = stat[stat.rindex(")") + 2 :].split()[:3]
-        if int(pgrp) == pgid and state != "Z":
-            members.append(int(name))
-    return members
+        state, ppid, pgrp = stat[stat.rindex(")") + 2 :].split()[:3]
+        if state != "Z":
+            procs[int(name)] = (int(ppid), int(pgrp))
+    return procs
 
 
-def wait_gone(pgid: int, seconds: float) -> bool:
+def workload_tree(pgid: int) -> set[int]:
+    """The workload's process group and every descendant, also those in sessions of their
+    own (torchrun starts each rank in a new session)."""
+    procs = processes()
+    tree = {pid for pid, (_, pgrp) in procs.items() if pgrp == pgid}
+    grown = True
+    while grown:
+        children = {pid for pid, (ppid, _) in procs.items() if ppid in tree} - tree
+        tree |= children
+        grown = bool(children)
+    return tree
+
+
+def signal_all(pids: set[int], sig: int) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+def wait_gone(pids: set[int], seconds: float) -> set[int]:
+    """Wait until none of pids lives; those still alive at the deadline."""
     deadline = time.monotonic() + seconds
-    while group_members(pgid):
-        if time.monotonic() >= deadline:
-            return False
+    while (left := pids & set(processes())) and time.monotonic() < deadline:
         time.sleep(0.05)
-    return True
+    return left
 
 
-def stop_process(pgid: int, grace: float) -> int:
-    """SIGTERM the process group, SIGKILL what is left after grace; the last signal sent."""
-    os.killpg(pgid, signal.SIGTERM)
-    if wait_gone(pgid, grace):
+def stop_process(tree: set[int], grace: float) -> int:
+    """SIGTERM the whole tree, SIGKILL what is left after grace; the last signal sent."""
+    signal_all(tree, signal.SIGTERM)
+    left = wait_gone(tree, grace)
+    if not left:
         return signal.SIGTERM
-    os.killpg(pgid, signal.SIGKILL)
-    wait_gone(pgid, 5)
+    signal_all(left, signal.SIGKILL)
+    wait_gone(left, 5)
     return signal.SIGKILL
 
 
@@ -86,12 +107,13 @@ def stop(run_dir: str, grace: float, reason: str | None) -> dict:
             pgid = int(f.read())
     except FileNotFoundError:
         return {"changed": False, "msg": "never started"}
-    if not group_members(pgid):  # exit_code written, or the supervisor itself was killed
+    tree = workload_tree(pgid)
+    if not tree:  # exit_code written (or the supervisor itself was killed): nothing to do
         return {"changed": False, "msg": "finished"}
     if reason:
         with open(os.path.join(run_dir, "stop_reason"), "w") as f:
             f.write(reason)
-    sig = stop_process(pgid, grace)
+    sig = stop_process(tree, grace)
     if not os.path.exists(exit_file):
         with open(exit_file, "w") as f:
             f.write(str(-sig))
