@@ -22,8 +22,6 @@ import io
 import json
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
 import tarfile
@@ -33,6 +31,7 @@ from pathlib import Path
 import pytest
 import testhosts
 import yaml
+from dockerd import Dockerd, missing
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # ansible-playbook of this environment
@@ -176,71 +175,6 @@ def net(tmp_path_factory):
 # --- the cpu path, for real -------------------------------------------------------------
 
 
-class Dockerd:
-    """A real docker engine with its own data root, exec root and socket, run in a test
-    host's namespaces: it reads the host's /etc/docker/daemon.json and writes its
-    /etc/docker/key.json there."""
-
-    def __init__(self, root: Path, host: testhosts.TestHost) -> None:
-        self.root = root
-        self.on = host
-        self.socket = root / "docker.sock"
-        self.proc: subprocess.Popen | None = None
-
-    @property
-    def host(self) -> str:
-        return f"unix://{self.socket}"
-
-    def start(self) -> None:
-        argv = [
-            "dockerd",
-            "--data-root",
-            str(self.root / "data"),
-            "--exec-root",
-            str(self.root / "exec"),
-            "--host",
-            self.host,
-            "--pidfile",
-            str(self.root / "docker.pid"),
-            "--bridge=none",
-            "--iptables=false",
-            "--ip-masq=false",
-        ]
-        self.log = (self.root / "dockerd.log").open("a")
-        self.proc = subprocess.Popen(
-            self.on.exec_argv(argv), stdout=self.log, stderr=subprocess.STDOUT
-        )
-        for _ in range(150):
-            if self.docker("version", check=False).returncode == 0:
-                return
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.2)
-        raise RuntimeError(
-            f"dockerd did not start: {(self.root / 'dockerd.log').read_text()[-2000:]}"
-        )
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc = None
-
-    def docker(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["docker", *args],
-            env={**os.environ, "DOCKER_HOST": self.host},
-            capture_output=True,
-            text=True,
-            check=check,
-            timeout=120,
-        )
-
-
 @pytest.fixture(scope="module")
 def cpu_host(net):
     return net.add_host("cpu1")
@@ -248,10 +182,12 @@ def cpu_host(net):
 
 @pytest.fixture(scope="module")
 def dockerd(cpu_host, tmp_path_factory):
-    if not shutil.which("dockerd"):
-        pytest.skip("dockerd missing (Debian docker.io; scripts/bootstrap installs it)")
+    """A real engine in the cpu host's namespaces: it reads the host's
+    /etc/docker/daemon.json and writes its /etc/docker/key.json there."""
+    if missing():
+        pytest.skip(missing())
     root = tmp_path_factory.mktemp("dockerd")
-    engine = Dockerd(root, cpu_host)
+    engine = Dockerd(root, wrap=cpu_host.exec_argv)
     engine.start()
     # No registry is reachable: a base image from a local root filesystem.
     rootfs = root / "rootfs.tar"
