@@ -88,6 +88,18 @@ def test_both_position_rows_are_used() -> None:
             assert not torch.allclose(model(ids, moved, sep)[0, 6], base[0, 6])
 
 
+def test_activation_checkpointing_gives_the_same_gradients() -> None:
+    ids, pos, sep = _inputs(blank_infilling(X, [(4, 6), (2, 3)], MASK, SOP, EOP))
+    grads = []
+    for recompute in (False, True):
+        torch.manual_seed(0)
+        cfg = GLMConfig(**{**TINY.__dict__, "dropout": 0.0, "checkpoint_activations": recompute})
+        model = GLMModel(cfg).train()
+        model(ids, pos, sep).square().mean().backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert torch.allclose(grads[0], grads[1], atol=1e-6)
+
+
 def test_state_dict_has_thudm_glm_key_names(tmp_path: Path) -> None:
     model = _model()
     keys = set(model.state_dict())

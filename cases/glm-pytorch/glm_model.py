@@ -36,6 +36,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 LAYERNORM_EPS = 1e-5
 STATE_DICT_PREFIX = "transformer.layers."
@@ -49,6 +50,8 @@ class GLMConfig:
     num_heads: int
     max_sequence_length: int
     dropout: float = 0.1
+    # recompute each layer's activations in the backward pass (GLM's --checkpoint-activations)
+    checkpoint_activations: bool = False
 
     @property
     def head_dim(self) -> int:
@@ -56,7 +59,11 @@ class GLMConfig:
 
     @classmethod
     def from_state_dict(
-        cls, sd: Mapping[str, torch.Tensor], num_heads: int, dropout: float = 0.1
+        cls,
+        sd: Mapping[str, torch.Tensor],
+        num_heads: int,
+        dropout: float = 0.1,
+        checkpoint_activations: bool = False,
     ) -> GLMConfig:
         """The shape a GLM state dict implies; the head count is not in the weights."""
         vocab, hidden = sd["word_embeddings.weight"].shape
@@ -64,7 +71,9 @@ class GLMConfig:
         positions = sd["transformer.position_embeddings.weight"].shape[0] - 1
         if hidden % num_heads:
             raise ValueError(f"hidden size {hidden} is not a multiple of {num_heads} heads")
-        return cls(vocab, hidden, len(layers), num_heads, positions, dropout)
+        return cls(
+            vocab, hidden, len(layers), num_heads, positions, dropout, checkpoint_activations
+        )
 
 
 def blank_infilling_mask(sep: torch.Tensor, seq_len: int) -> torch.Tensor:
@@ -176,6 +185,7 @@ class Transformer(nn.Module):
         self.embedding_dropout = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(TransformerLayer(cfg) for _ in range(cfg.num_layers))
         self.final_layernorm = nn.LayerNorm(cfg.hidden_size, eps=LAYERNORM_EPS)
+        self.checkpoint_activations = cfg.checkpoint_activations
 
     def forward(
         self, x: torch.Tensor, position_ids: torch.Tensor, sep: torch.Tensor
@@ -185,7 +195,10 @@ class Transformer(nn.Module):
         x = self.embedding_dropout(x)
         mask = blank_infilling_mask(sep, x.shape[1])
         for layer in self.layers:
-            x = layer(x, mask)
+            if self.checkpoint_activations and self.training:
+                x = checkpoint(layer, x, mask, use_reentrant=False)
+            else:
+                x = layer(x, mask)
         return self.final_layernorm(x)
 
 

@@ -43,6 +43,7 @@ HP_KEYS = (
     "max_seq_length",
     "num_attention_heads",
     "dropout",
+    "checkpoint_activations",
     "max_samples",
     "eval_every_samples",
     "target_acc",
@@ -104,7 +105,12 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
     tok = WordPiece(data / VOCAB)
     try:
         state = load_state_dict_file(data / CHECKPOINT)
-        cfg = GLMConfig.from_state_dict(state, int(hp["num_attention_heads"]), float(hp["dropout"]))
+        cfg = GLMConfig.from_state_dict(
+            state,
+            int(hp["num_attention_heads"]),
+            float(hp["dropout"]),
+            bool(hp["checkpoint_activations"]),
+        )
     except (ValueError, KeyError) as e:
         raise harness.InputError(f"{data / CHECKPOINT}: {e}") from None
     if tok.size > cfg.vocab_size or max_len > cfg.max_sequence_length:
