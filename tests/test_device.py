@@ -123,14 +123,14 @@ def test_cpu_memory_counts_child_processes(open_cpu):
     try:
         assert child.stdout.readline().strip() == "1"
         assert child.pid in memory.child_pids(os.getpid())
-        assert memory.pss_bytes(child.pid) > 500 << 20
+        assert memory.uss_bytes(child.pid) > 500 << 20
         monitor.sample()
     finally:
         child.kill()
         child.wait()
     used, _ = monitor.peak_gib()
-    # this process's proportional share plus the child's 512 MiB, held while sampled
-    assert used * GIB > memory.pss_bytes(os.getpid()) + (500 << 20)
+    # this process's resident memory plus the child's 512 MiB, held while sampled
+    assert used * GIB > memory.rss_bytes(os.getpid()) + (500 << 20)
 
 
 def test_smi_process_memory_from_a_stand_in_tool(tmp_path, monkeypatch):

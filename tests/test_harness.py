@@ -19,6 +19,21 @@ from harness.events import EventWriter  # noqa: E402
 from harness.perf import PerfTracker  # noqa: E402
 
 TAIL = REPO / "playbooks" / "library" / "fleetperf_tail.py"
+MODULE_UTILS = REPO / "playbooks" / "module_utils"
+# Runs a module file with the repository's module_utils importable as
+# ansible.module_utils.<name>, as Ansible's module packaging provides them.
+RUN_MODULE = """
+import importlib.util, runpy, sys
+from pathlib import Path
+for path in Path(sys.argv[1]).glob("*.py"):
+    name = "ansible.module_utils." + path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 
 
 def read_events(path: Path, offset: int = 0) -> tuple[list[dict], int]:
@@ -32,9 +47,8 @@ def read_events(path: Path, offset: int = 0) -> tuple[list[dict], int]:
     module_args = {"run_dir": str(run_dir), "wait": 0, "timeout_s": 60, "stall_s": 60}
     args = run_dir / "tail-args.json"
     args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": module_args}))
-    done = subprocess.run(
-        [sys.executable, str(TAIL), str(args)], capture_output=True, text=True, check=True
-    )
+    argv = [sys.executable, "-c", RUN_MODULE, str(MODULE_UTILS), str(TAIL), str(args)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=True)
     result = json.loads(done.stdout)
     records = []
     for line in result["lines"]:

@@ -14,7 +14,7 @@ called. psutil and nvidia-ml-py are used where present. docs/harness.md is the g
 - ``peak``        datasheet PEAK_FLOPS per chip and math mode, chip_from_device_name
 - ``peakmeter``   measured matmul rate and memory bandwidth, cached (``peak_cache``)
 - ``metrics``     the metric registry (standard library only)
-- ``memory``      MemoryMonitor: peak device memory (process tree PSS/RSS on CPU)
+- ``memory``      MemoryMonitor: peak device memory (on CPU: RSS + workers' USS)
 - ``sysmon``      SysSampler: cpu %, host memory, device utilisation and power
 - ``dist``        DistEnv, process group, barrier, all_reduce, reduce_totals, reduce_memory
 - ``environment`` the result's environment object

@@ -6,9 +6,11 @@
   on kunlunxin; total = the management library's device total, else torch's
   ``total_memory``.
 - CPU: used = the larger of this process's peak resident set size (``getrusage``, exact)
-  and the largest sampled sum of the proportional set size (PSS) of this process and its
-  children (data-loader workers); PSS splits pages shared after fork among the processes
-  sharing them, so the sum does not count them twice. total = the host's physical memory.
+  and the largest sample of its resident set size plus the private memory (USS) of its
+  child processes (data-loader workers): pages a forked worker shares with this process are
+  in this process's RSS already and counted once. Children are read from
+  /proc/PID/smaps_rollup, which takes tens of milliseconds for a process with torch loaded,
+  so at most every ``tool_interval_s`` seconds. total = the host's physical memory.
 """
 
 from __future__ import annotations
@@ -60,31 +62,33 @@ def child_pids(pid: int) -> list[int]:
     return out
 
 
-def pss_bytes(pid: int) -> int | None:
-    """Proportional set size of ``pid`` (Linux /proc/PID/smaps_rollup), None if unreadable."""
+def rss_bytes(pid: int) -> int | None:
+    """Resident set size of ``pid`` (Linux /proc/PID/statm: cheap)."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def uss_bytes(pid: int) -> int | None:
+    """Private (unshared) resident memory of ``pid`` (/proc/PID/smaps_rollup: slow)."""
+    total, found = 0, False
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
+                if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                    total += int(line.split()[1]) * 1024
+                    found = True
     except (OSError, ValueError, IndexError):
         return None
-    return None
-
-
-def process_tree_pss_bytes(pid: int = 0) -> int | None:
-    """PSS of ``pid`` (this process by default) plus all its descendants."""
-    pid = pid or os.getpid()
-    own = pss_bytes(pid)
-    if own is None:
-        return None
-    return own + sum(pss_bytes(child) or 0 for child in child_pids(pid))
+    return total if found else None
 
 
 class MemoryMonitor:
     """Peak memory of one process and its device; call ``sample()`` now and then.
 
-    Management-tool readings that start a process (smi) are taken at most every
+    Slow readings (an smi tool, the children's private memory on CPU) are taken at most every
     ``tool_interval_s`` seconds.
     """
 
@@ -99,6 +103,7 @@ class MemoryMonitor:
         self.clock = clock
         self._peak = 0
         self._tool_at: float | None = None
+        self._children = 0  # the children's private memory at the last slow reading
 
     def sample(self) -> None:
         used = self._current_bytes()
@@ -108,20 +113,30 @@ class MemoryMonitor:
     def _current_bytes(self) -> int | None:
         dev, stack = self.device, self.device.stack
         if dev.type == "cpu":
-            return process_tree_pss_bytes()
+            pid = os.getpid()
+            children = child_pids(pid)
+            if not children:
+                self._children = 0
+            elif self._slow_reading_due():
+                self._children = sum(uss_bytes(child) or 0 for child in children)
+            own = rss_bytes(pid)
+            return None if own is None else own + self._children
         if stack.nvml:
             from harness import nvml
 
             return nvml.memory_bytes(self._index(), os.getpid())[0]
-        if stack.smi:
-            now = self.clock()
-            if self._tool_at is not None and now - self._tool_at < self.tool_interval_s:
-                return None
-            self._tool_at = now
+        if stack.smi and self._slow_reading_due():
             from harness.device import smi_process_memory_bytes
 
             return smi_process_memory_bytes(stack.smi)
         return None
+
+    def _slow_reading_due(self) -> bool:
+        now = self.clock()
+        if self._tool_at is not None and now - self._tool_at < self.tool_interval_s:
+            return False
+        self._tool_at = now
+        return True
 
     def _index(self) -> int:
         import torch
