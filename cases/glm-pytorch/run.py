@@ -102,8 +102,8 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
     torch.manual_seed(int(hp["seed"]))
 
     data = Path(args.data_dir)
-    tok = WordPiece(data / VOCAB)
     try:
+        tok = WordPiece(data / VOCAB)
         state = load_state_dict_file(data / CHECKPOINT)
         cfg = GLMConfig.from_state_dict(
             state,
@@ -111,6 +111,8 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
             float(hp["dropout"]),
             bool(hp["checkpoint_activations"]),
         )
+    except DataError as e:  # names the vocabulary file
+        raise harness.InputError(str(e)) from None
     except (ValueError, KeyError) as e:
         raise harness.InputError(f"{data / CHECKPOINT}: {e}") from None
     if tok.size > cfg.vocab_size or max_len > cfg.max_sequence_length:
