@@ -102,17 +102,18 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
     torch.manual_seed(int(hp["seed"]))
 
     data = Path(args.data_dir)
-    try:
+    try:  # these errors name their file
         tok = WordPiece(data / VOCAB)
         state = load_state_dict_file(data / CHECKPOINT)
+    except ValueError as e:
+        raise harness.InputError(str(e)) from None
+    try:
         cfg = GLMConfig.from_state_dict(
             state,
             int(hp["num_attention_heads"]),
             float(hp["dropout"]),
             bool(hp["checkpoint_activations"]),
         )
-    except DataError as e:  # names the vocabulary file
-        raise harness.InputError(str(e)) from None
     except (ValueError, KeyError) as e:
         raise harness.InputError(f"{data / CHECKPOINT}: {e}") from None
     if tok.size > cfg.vocab_size or max_len > cfg.max_sequence_length:
