@@ -131,7 +131,7 @@ def _model_flops(data_dir: Path) -> harness.ModelFlops:
 def _measured_peak(data_dir: Path, threads: int) -> float:
     """The cached fp32 matmul rate the run divided by (peaks.json in the data root)."""
     entries = json.loads((data_dir.parent / "peaks.json").read_text())["entries"]
-    (entry,) = [e for e in entries.values() if e["device"].endswith(f"({threads} threads)")]
+    (entry,) = [e for e in entries.values() if e["device"].endswith(f"[torch threads: {threads}]")]
     return entry["matmul_flops"]
 
 

@@ -44,7 +44,7 @@ def test_measurement_is_short_and_cached(measured, cpu_device):
     path, entry = measured
     assert entry["_wall"] < 5.0  # about 1.5 s on an idle 2-core host
     assert entry["host"] == socket.gethostname()
-    assert entry["device"] == f"{cpu_device.name} ({torch.get_num_threads()} threads)"
+    assert entry["device"] == f"{cpu_device.name} [torch threads: {torch.get_num_threads()}]"
     assert entry["math"] == "fp32" and entry["torch"] == torch.__version__
     side = entry["matmul_n"]
     assert 256 <= side <= peakmeter.MAX_SIDE["cpu"] and side & (side - 1) == 0

@@ -40,7 +40,7 @@ def device_label(device: Device) -> str:
     if device.type == "cpu":
         import torch
 
-        return f"{device.name} ({torch.get_num_threads()} threads)"
+        return f"{device.name} [torch threads: {torch.get_num_threads()}]"
     return device.name
 
 
