@@ -75,7 +75,7 @@ class Fleetperf:
         )
 
     def host_dirs(self, host: str = "localhost") -> list[Path]:
-        return sorted((self.results / "hosts" / host).glob("*"))
+        return sorted(p for p in (self.results / "hosts" / host).glob("*") if p.is_dir())
 
 
 def write_inventory(path: Path, hosts: dict[str, dict[str, object]], group: str = "cpu") -> Path:

@@ -175,6 +175,10 @@ class Batch:
     def _run(self, run: RunHandle, busy: set[str]) -> None:
         try:
             self._session._execute(run, self.batch_id)
+        except Exception as exc:  # a bug (or a store that stays locked): say so, go on
+            traceback.print_exc()
+            if not run.done:
+                run._finish("failed", f"internal error: {exc!r}", None)
         finally:
             with self._wake:
                 busy.difference_update(run.plan.hosts)
@@ -258,9 +262,10 @@ class Session:
         run._emit(RunStarted(run.run_id, spec.case.name, spec.config.ref, plan.hosts, time.time()))
         try:
             outcome = fleet.run_case(launch, run._emit, run._cancel)
-        except Exception as exc:  # a bug: keep the run's trace, say so, go on
+        except Exception as exc:  # a bug: the record says so; the remote work is stopped
             traceback.print_exc()
             outcome = fleet.Outcome("failed", f"internal error: {exc!r}", None, record.started)
+            fleet.stop(launch)
         if outcome.status == "bad_input":
             # Refused in preflight: nothing ran, so nothing is kept.
             self.store.delete(run.run_id)
