@@ -245,4 +245,5 @@ def test_refused_run_leaves_no_run_directory(emitter: Fleetperf) -> None:
     out = emitter.batch("emitter", "cpu/CPUx1x1")
     assert out.returncode == 2
     assert list((emitter.results / "runs").glob("*")) == []
+    assert emitter.host_dirs() == []  # nor on the host
     assert emitter.records() == []

@@ -369,12 +369,13 @@ def _runner(
         playbook=str(PLAYBOOKS / playbook),
         inventory=str(inventory),
         extravars=extravars,
+        envvars=ansible_env(),
         forks=max(hosts, 5),
         quiet=True,
     )
-    config.prepare()
+    config.prepare()  # seeds config.env with os.environ, then ours, then runner's settings
     inherited = set(os.environ) - set(ansible_env())
-    config.env = {k: v for k, v in config.env.items() if k not in inherited} | ansible_env()
+    config.env = {k: v for k, v in config.env.items() if k not in inherited}
     runner = Runner(
         config,
         event_handler=event_handler or (lambda _event: False),
