@@ -14,6 +14,7 @@ half on a CPU, well under a second on a GPU.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from collections.abc import Callable
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
     from harness.device import Device
 
 MIN_KERNEL_S = 0.02
+# The run's own processes keep about one runnable thread per CPU busy as it ends; more than
+# this means other work shares the host.
+LOADED_PER_CPU = 1.5
 MATMUL_BUDGET_S = {"cpu": 1.0, "cuda": 0.5}
 COPY_BUDGET_S = {"cpu": 0.4, "cuda": 0.2}
 MAX_SIDE = {"cpu": 2048, "cuda": 8192}
@@ -44,17 +48,36 @@ def device_label(device: Device) -> str:
     return device.name
 
 
-def lookup_or_measure(device: Device, math: str, path: Path) -> dict[str, Any]:
-    """The cached entry for this host, device and math; measured and cached if absent."""
+def load_per_cpu() -> float | None:
+    """The host's 1-minute load average per CPU (None where the OS has none)."""
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        return None
+
+
+def lookup_or_measure(
+    device: Device, math: str, path: Path, load: Callable[[], float | None] = load_per_cpu
+) -> dict[str, Any]:
+    """The cached entry for this host, device and math; measured if absent.
+
+    A measurement taken while the host is busy with other work (``load()`` above
+    ``LOADED_PER_CPU``) is used for this run but not cached (``"cached": False``): a peak
+    measured under load would understate every later run's denominator.
+    """
     host, label = socket.gethostname(), device_label(device)
     try:
         entries = peak_cache.read_entries(path)
     except ValueError:
         entries = {}
     entry = entries.get(peak_cache.entry_key(host, label, math))
-    if entry is None:
-        entry = {"host": host, "device": label, **measure(device, math)}
-        peak_cache.write_entry(path, entry)
+    if entry is not None:
+        return entry
+    busy = load()
+    entry = {"host": host, "device": label, **measure(device, math), "load_per_cpu": busy}
+    if busy is not None and busy > LOADED_PER_CPU:
+        return {**entry, "cached": False}
+    peak_cache.write_entry(path, entry)
     return entry
 
 

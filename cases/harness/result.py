@@ -161,8 +161,14 @@ def _notes(
     notes.append(
         f"mfu_measured: divided by {measured['matmul_flops'] / 1e12:.4g} TFLOP/s, the "
         f"{math} matmul rate measured on {measured['host']} / {measured['device']} "
-        f"(n={measured['matmul_n']}, cached)"
+        f"(n={measured['matmul_n']})"
     )
+    if measured.get("cached") is False:
+        notes.append(
+            f"mfu_measured: the peak was measured while the host was busy (load "
+            f"{measured['load_per_cpu']:.1f} per CPU) and is not cached; a quiet host gives "
+            "a higher peak and a lower mfu_measured"
+        )
     if device.type == "cpu":
         notes.append("mem on CPU: peak memory of the process and its data-loader workers / host")
     return notes + list(device.notes)
