@@ -8,7 +8,8 @@ the data root (a workload's ``--data-dir`` is ``<data root>/<case>``).
 File layout: ``{"version": 1, "entries": {key: entry}}``, key ``host|device|math``, entry::
 
     {"host", "device", "math", "matmul_flops", "matmul_n", "mem_bw_bytes_per_s",
-     "measured_at" (unix s), "seconds" (the measurement's duration), "torch"}
+     "measured_at" (unix s), "seconds" (the measurement's duration), "torch",
+     "load_per_cpu" (the host's load while measured)}
 """
 
 from __future__ import annotations
