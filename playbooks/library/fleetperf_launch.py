@@ -14,12 +14,25 @@ options:
   argv: {description: The workload command, no shell., type: list, elements: str, required: true}
   chdir: {description: Working directory of the workload., type: path, required: true}
   env: {description: Extra environment variables., type: dict, default: {}}
+  executor:
+    description: C(process) on the host, or C(docker) in the vendor's image (then only
+      O(env) reaches the workload, and O(container) says how it runs).
+    type: str
+    default: process
+    choices: [process, docker]
+  docker_host: {description: The engine for C(docker) ("" = the local one)., type: str, default: ""}
+  run_id: {description: The run (a container label)., type: str, default: ""}
+  host: {description: The inventory host (a container label)., type: str, default: ""}
+  container:
+    description: The image, mounts and device access (module_utils/fleetperf_docker.py).
+    type: dict
 """
 
 import os
 import subprocess
 import sys
 
+from ansible.module_utils import fleetperf_docker
 from ansible.module_utils.basic import AnsibleModule
 
 # The supervisor is a constant program: it waits for the workload so that its exit
@@ -39,6 +52,22 @@ os.replace(tmp, os.path.join(run_dir, "exit_code"))
 """
 
 
+def launch_container(module: AnsibleModule, run_dir: str) -> None:
+    """The supervisor and its workload in the vendor's image; only ``env`` goes in."""
+    p = module.params
+    why = fleetperf_docker.require_sdk()
+    if why:
+        module.fail_json(msg=f"host {p['host']}: {why}")
+    env = {str(k): str(v) for k, v in p["env"].items()}
+    command = ["python", "-c", SUPERVISOR, run_dir, *p["argv"]]
+    target = {"docker_host": p["docker_host"], "run_id": p["run_id"], "host": p["host"]}
+    try:
+        started = fleetperf_docker.launch(run_dir, target, p["container"], command, env)
+    except Exception as exc:  # noqa: BLE001 - an engine error is this host's one-line failure
+        module.fail_json(msg=f"host {p['host']}: docker: {str(exc).splitlines()[0]}")
+    module.exit_json(changed=started.pop("started"), **started)
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -46,7 +75,13 @@ def main() -> None:
             "argv": {"type": "list", "elements": "str", "required": True},
             "chdir": {"type": "path", "required": True},
             "env": {"type": "dict", "default": {}},
+            "executor": {"type": "str", "default": "process", "choices": ["process", "docker"]},
+            "docker_host": {"type": "str", "default": ""},
+            "run_id": {"type": "str", "default": ""},
+            "host": {"type": "str", "default": ""},
+            "container": {"type": "dict", "options": fleetperf_docker.CONTAINER_OPTIONS},
         },
+        required_if=[("executor", "docker", ("container", "run_id", "host"))],
         supports_check_mode=True,
     )
     run_dir = module.params["run_dir"]
@@ -58,6 +93,8 @@ def main() -> None:
             module.exit_json(changed=False, pid=int(f.read()), msg="already started")
     if module.check_mode:
         module.exit_json(changed=True)
+    if module.params["executor"] == "docker":
+        launch_container(module, run_dir)
 
     env = dict(os.environ)
     env.update({str(k): str(v) for k, v in module.params["env"].items()})

@@ -27,6 +27,7 @@ import os
 import signal
 import time
 
+from ansible.module_utils import fleetperf_docker
 from ansible.module_utils.basic import AnsibleModule
 
 
@@ -99,8 +100,25 @@ def release(lease: str, run_id: str) -> bool:
     return True
 
 
+def stop_container(run_dir: str, target: dict, grace: float, reason: str | None) -> dict:
+    """Docker executor: stop the run's container if it runs, and remove it in any case."""
+    exit_file = os.path.join(run_dir, "exit_code")
+    if reason and fleetperf_docker.exit_code(target) is None:
+        with open(os.path.join(run_dir, "stop_reason"), "w") as f:
+            f.write(reason)
+    done = fleetperf_docker.stop(target, grace)
+    if done["exit_codes"] and not os.path.exists(exit_file):
+        with open(exit_file, "w") as f:
+            f.write(str(done["exit_codes"][0]))
+    msg = "stopped" if done["stopped"] else "finished"
+    return {"changed": bool(done["exit_codes"]), "msg": msg, "removed": len(done["exit_codes"])}
+
+
 def stop(run_dir: str, grace: float, reason: str | None) -> dict:
     """Stop the run's workload if anything of it still runs; the module's result."""
+    target = fleetperf_docker.target(run_dir)
+    if target is not None:
+        return stop_container(run_dir, target, grace, reason)
     exit_file = os.path.join(run_dir, "exit_code")
     try:
         with open(os.path.join(run_dir, "workload.pid")) as f:

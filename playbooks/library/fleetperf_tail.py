@@ -46,6 +46,7 @@ import resource
 import select
 import time
 
+from ansible.module_utils import fleetperf_docker
 from ansible.module_utils.basic import AnsibleModule
 
 TICK_S = 0.1  # how often a hold looks at the files: the latency floor of a poll
@@ -108,7 +109,10 @@ class Run:
         self.offset_file = os.path.join(run_dir, "events.offset")
         self.exit_file = os.path.join(run_dir, "exit_code")
         self.heartbeat = os.path.join(run_dir, "heartbeat")
-        self.started = os.path.getmtime(os.path.join(run_dir, "workload.pid"))
+        pid_file = os.path.join(run_dir, "workload.pid")  # a container has container.json
+        if not os.path.exists(pid_file):
+            pid_file = os.path.join(run_dir, fleetperf_docker.TARGET)
+        self.started = os.path.getmtime(pid_file)
 
     def offset(self) -> int:
         text = read_text(self.offset_file)
@@ -137,6 +141,18 @@ class Run:
         last_event = max(self.started, mtime(self.events, self.started))
         due = min(self.started + params["timeout_s"], last_event + params["stall_s"])
         return min(now + params["wait"], now + max(0.0, due - now_wall) + TICK_S)
+
+
+def container_ended(run: Run) -> None:
+    """Docker executor: write exit_code for a container that ended without its supervisor
+    writing it (killed, out of memory)."""
+    target = fleetperf_docker.target(run.dir)
+    if target is None or os.path.exists(run.exit_file):
+        return
+    code = fleetperf_docker.exit_code(target)
+    if code is not None and not os.path.exists(run.exit_file):
+        with open(run.exit_file, "w") as f:
+            f.write(str(code))
 
 
 def hold(run: Run, offset: int, params: dict) -> tuple[list[str], int, bool]:
@@ -176,6 +192,8 @@ def main() -> None:
         supports_check_mode=True,
     )
     run = Run(module.params["run_dir"])
+    if not module.check_mode:
+        container_ended(run)
     offset = run.offset()
     lines, new_offset, exited = hold(run, offset, module.params)
     if new_offset != offset and not module.check_mode:
