@@ -1,9 +1,10 @@
-"""Scale of the engine over a local fleet: N SSH hosts on this machine, one N-node run of
-the torch-free emitter case (tests/fixtures/cases/emitter) through tui.session.
+"""Scale of the engine over a local fleet: N SSH hosts on this machine streaming the
+torch-free emitter case (tests/fixtures/cases/emitter) to one controller, through tui.session.
 
-For each N it brings up N hosts (tui/localfleet.py), runs ``emitter`` on all of them
-(config CPUxNx1: torchrun on every host for N > 1, the plain process for N = 1) and
-measures, from the typed events the engine hands its subscribers:
+For each N it brings up N hosts (tui/localfleet.py) and runs ``emitter`` on all of them in
+one batch, either as N one-host runs at once (``--mode runs``: config CPUx1x1, one
+ansible-runner each) or as one N-node run (``--mode nodes``: config CPUxNx1, torchrun on
+every host), and measures, from the typed events the engine hands its subscribers:
 
 - latency: ``received - t`` of every MetricSample (the workload stamps ``t`` when it
   writes the line, the controller ``received`` when ansible-runner hands it over; one
@@ -18,7 +19,7 @@ measures, from the typed events the engine hands its subscribers:
   its forks, ssh, and the ssh connection masters, which outlive the run) per host, and as
   a share of one core per host over the run.
 
-    python benchmarks/fleet_scale.py --hosts 1 8 32 --steps 100 --interval 0.2
+    python benchmarks/fleet_scale.py --hosts 1 8 32 --steps 100 --interval 0.2 --mode runs
 
 Needs root (tui/localfleet.py). Prints one line of figures per N.
 """
@@ -96,10 +97,11 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def measure(n: int, steps: int, interval: float, work: Path) -> dict:
+def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
     cases = work / "cases"
     shutil.copytree(EMITTER, cases / "emitter")
     (cases / "emitter" / "configs" / "cpu" / f"CPUx{n}x1.yaml").write_text("overrides: {}\n")
+    sets = {"steps": steps, "interval_s": interval}
     data = work / "data"
     (data / "emitter").mkdir(parents=True)
     (data / "emitter" / "marker").write_text("staged\n")
@@ -110,9 +112,11 @@ def measure(n: int, steps: int, interval: float, work: Path) -> dict:
         inventory = work / "fleet.yml"
         inventory.write_text(yaml.safe_dump(localfleet.fleet_inventory(fleet)))
         engine = session.Session(inventory, work / "results", data, cases_dir=cases)
-        plans = engine.plan(
-            [("emitter", f"cpu/CPUx{n}x1")], {"steps": steps, "interval_s": interval}
-        )
+        if mode == "nodes":
+            plans = engine.plan([("emitter", f"cpu/CPUx{n}x1")], sets)
+        else:
+            plans = engine.plan([("emitter", "cpu/CPUx1x1")], sets, repeat=n)
+        assert len({h for p in plans for h in p.hosts}) == n, "every host streams"
         samples: list[MetricSample] = []
         running: dict[str, float] = {}
 
@@ -128,15 +132,16 @@ def measure(n: int, steps: int, interval: float, work: Path) -> dict:
         started = time.time()
         batch = engine.start(plans)
         batch.subscribe(on_event)
-        (record,) = batch.wait()
+        records = batch.wait()
         wall = time.time() - started
         cpu = cpu_seconds() - cpu0 + ssh_masters_cpu(fleet.control_path_dir)
         counter.stopping.set()
         counter.join()
         engine.close()
 
-    if record.status != "passed":
-        raise SystemExit(f"{n} hosts: run {record.run_id} {record.status}: {record.error}")
+    for record in records:
+        if record.status != "passed":
+            raise SystemExit(f"{n} hosts: run {record.run_id} {record.status}: {record.error}")
     first: dict[str, float] = {}
     for s in samples:
         first[s.host] = min(first.get(s.host, s.received), s.received)
@@ -147,6 +152,7 @@ def measure(n: int, steps: int, interval: float, work: Path) -> dict:
     latency = [s.received - s.t for s in samples]
     return {
         "hosts": n,
+        "mode": mode,
         "samples": len(samples),
         "latency_median_s": round(statistics.median(latency), 3),
         "latency_p99_s": round(quantile(latency, 0.99), 3),
@@ -166,14 +172,17 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--interval", type=float, default=0.2, help="seconds between step lines")
+    ap.add_argument("--mode", choices=("runs", "nodes"), default="runs")
     args = ap.parse_args()
     reason = localfleet.available()
     if reason:
         raise SystemExit(f"fleet_scale: {reason}")
     print(f"# load average before: {os.getloadavg()}")
     for n in args.hosts:
-        with tempfile.TemporaryDirectory(prefix=f"fleetperf-scale-{n}-") as tmp:
-            print(json.dumps(measure(n, args.steps, args.interval, Path(tmp))), flush=True)
+        prefix = f"fleetperf-scale-{n}-"
+        with tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as tmp:
+            figures = measure(n, args.steps, args.interval, args.mode, Path(tmp))
+            print(json.dumps(figures), flush=True)
     print(f"# load average after: {os.getloadavg()}")
 
 
