@@ -110,6 +110,8 @@ def test_dashboard_shows_rows_failure_reason_and_skips_hidden_charts(tmp_path: P
             feed.push(RunStarted("second", "emitter", "cpu/CPUx1x1", ["node-c"], 0.0))
             for step in range(1, 20):
                 feed.push(metric("node-c", step, now + step, loss=5.0, run_id="second"))
+            await wait_for(pilot, lambda: len(screen.query(RunProgress)) == 2)
+            screen.query_one("#run-list").focus()
             await pilot.press("down")  # the second run: its rows, not its charts
             await wait_for(pilot, lambda: table.row_count == 1 and "node-c" in table.rows)
             await pilot.pause(1.2)

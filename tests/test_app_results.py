@@ -62,6 +62,7 @@ def test_history_filters_compare_and_export(tmp_path: Path) -> None:
             # Export the two marked runs in each format.
             for fmt in ("md", "csv", "json"):
                 await pilot.press("e")
+                await wait_for(pilot, lambda: bool(app.screen.query(f"#export-{fmt}")))
                 assert isinstance(app.screen, ExportScreen)
                 app.screen.query_one("#export-path").value = str(tmp_path / "out" / f"x.{fmt}")
                 await pilot.click(f"#export-{fmt}")
@@ -82,6 +83,7 @@ def test_no_store_yet_says_so(tmp_path: Path) -> None:
         app = make_app(tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.press("4")
+            await wait_for(pilot, lambda: bool(app.screen.query("#result-view")))
             pane = app.screen.query_one("#result-view", Static)
             await wait_for(pilot, lambda: "No results store" in plain(pane))
             assert not (tmp_path / "results" / "fleetperf.sqlite").exists()

@@ -22,6 +22,8 @@ from tui.app.screens.results import ResultsScreen
 from tui.session import Batch, RunHandle, RunPlan, Session
 
 STORE_NAME = "fleetperf.sqlite"
+# The footer shows the four screen keys as one group ("1234 screens"); help names each.
+SCREENS = Binding.Group("screens", compact=True)
 
 
 @dataclass(frozen=True)
@@ -47,13 +49,13 @@ class FleetperfApp(App[int]):
     }
     DEFAULT_MODE = "cases"
     BINDINGS = [
-        Binding("1", "switch_mode('cases')", "Cases", id="go.cases"),
-        Binding("2", "switch_mode('hosts')", "Hosts", id="go.hosts"),
-        Binding("3", "switch_mode('runs')", "Runs", id="go.runs"),
-        Binding("4", "switch_mode('results')", "Results", id="go.results"),
         Binding("question_mark", "help", "Help", id="app.help"),
-        Binding("ctrl+t", "toggle_theme", "Theme", show=False, id="app.theme"),
         Binding("ctrl+q", "quit", "Quit", priority=True, id="app.quit"),
+        Binding("1", "switch_mode('cases')", "Cases", id="go.cases", group=SCREENS),
+        Binding("2", "switch_mode('hosts')", "Hosts", id="go.hosts", group=SCREENS),
+        Binding("3", "switch_mode('runs')", "Runs", id="go.runs", group=SCREENS),
+        Binding("4", "switch_mode('results')", "Results", id="go.results", group=SCREENS),
+        Binding("ctrl+t", "toggle_theme", "Light/dark", show=False, id="app.theme"),
     ]
 
     def __init__(self, config: AppConfig) -> None:

@@ -143,6 +143,11 @@ class RunFeed:
             self._log(view, f"started {ev.case} {ev.config} on {', '.join(ev.hosts)}")
         elif isinstance(ev, RunFinished):
             view.status, view.error = ev.status, ev.error
+            # Hosts still shown as working have stopped with the run (cleanup always runs).
+            phase = "finished" if ev.status == "passed" else "stopped"
+            for host, row in view.rows.items():
+                if row.phase in ("queued", "preflight", "running"):
+                    self._set(view, host, phase=phase, eta_s=None)
             self._log(view, f"{ev.status}" + (f": {ev.error}" if ev.error else ""))
         elif isinstance(ev, HostState):
             self._set(view, ev.host, phase=ev.phase, message=ev.message)
@@ -194,7 +199,10 @@ class RunFeed:
         if row is None:  # a host the plan did not name: show it rather than drop it
             view.hosts.append(host)
             row = HostRow(host)
-        if row.phase in ("failed", "unreachable") and changes.get("phase") == "running":
+        if (
+            row.phase in ("failed", "unreachable", "stopped", "finished")
+            and changes.get("phase") == "running"
+        ):
             changes.pop("phase")  # a late metric line must not hide a failure
         view.rows[host] = replace(row, **changes)
         self._dirty.add((view.run_id, host))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 from textual import on, work
@@ -55,15 +56,15 @@ class CasesScreen(Screen[None]):
                     yield Static(id="case-info")
                     yield Static(id="resolved")
                     yield Static(id="run-hosts")
-                yield Label("Overrides (KEY=VALUE ...)", classes="field-label")
-                yield Input(placeholder="e.g. max_samples=256 train_batch_size=8", id="overrides")
-                yield Label("", id="override-error")
                 with Horizontal(classes="row"):
-                    yield Label("Repeat", classes="field-label")
+                    yield Input(placeholder="KEY=VALUE ... e.g. max_samples=256", id="overrides")
                     yield Input("1", id="repeat", type="integer", classes="short")
-        yield Footer()
+                yield Label("", id="override-error")
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
+        self.query_one("#overrides", Input).border_title = "Overrides (o)"
+        self.query_one("#repeat", Input).border_title = "Repeat"
         tree = self.query_one(Tree)
         tree.show_root = False
         cases_dir = self.app.config.cases_dir
@@ -249,7 +250,12 @@ def _case_info(case: catalog.CaseSpec, config: catalog.VendorConfig) -> Table:
 
 
 def _resolved(spec: catalog.RunSpec, config: catalog.VendorConfig, sets: dict) -> Table:
-    table = Table(title="Resolved hyperparameters", title_justify="left", expand=True)
+    table = Table(
+        title="Resolved hyperparameters (* = overridden)",
+        title_justify="left",
+        expand=True,
+        box=box.SIMPLE_HEAD,
+    )
     table.add_column("key")
     table.add_column("value")
     table.add_column("from")

@@ -57,7 +57,7 @@ class DashboardScreen(Screen[None]):
                 yield Chart("loss", "loss", id="chart-loss")
                 yield Chart("memory", "mem GiB", id="chart-memory")
             yield Log(max_lines=500, id="run-log")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)

@@ -54,7 +54,7 @@ class HostsScreen(Screen[None]):
                 yield DataTable(id="hosts", cursor_type="row")
                 yield Label("Provisioning: none yet (v)", id="provision-status")
                 yield DataTable(id="tasks", cursor_type="row")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         hosts = self.query_one("#hosts", DataTable)
@@ -64,7 +64,7 @@ class HostsScreen(Screen[None]):
         for name in TASK_COLUMNS:
             tasks.add_column(name, key=name)
         self.query_one(Tree).show_root = False
-        self.sub_title = str(self.app.config.inventory)
+        self.sub_title = self.app.config.inventory.name
         self.load()
 
     @work(thread=True, exclusive=True, group="inventory")
@@ -175,7 +175,7 @@ class HostsScreen(Screen[None]):
         self.app.call_from_thread(self._start_tasks, hosts, mode)
 
         def on_task(ev: hostcheck.TaskEvent) -> None:
-            self.app.call_from_thread(self._task, ev, mode)
+            self.app.call_from_thread(self._show_task, ev)
 
         try:
             stats = hostcheck.provision(self.app.config.inventory, hosts, check, on_task)
@@ -196,7 +196,7 @@ class HostsScreen(Screen[None]):
             f"provision.yml ({mode} mode) on {', '.join(hosts)}: running"
         )
 
-    def _task(self, ev: hostcheck.TaskEvent, mode: str) -> None:
+    def _show_task(self, ev: hostcheck.TaskEvent) -> None:
         table = self.query_one("#tasks", DataTable)
         if ev.host not in self.tasks:
             return

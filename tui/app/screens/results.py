@@ -62,7 +62,7 @@ class ResultsScreen(Screen[None]):
             yield DataTable(id="history", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="result-pane"):
                 yield Static(id="result-view")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         table = self.query_one("#history", DataTable)

@@ -1,0 +1,79 @@
+"""The Hosts screen: inventory tree, preflight through ansible-runner, provisioning in check
+mode with per-host, per-task progress, and the question before the real run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from app_support import fixed_inventory, make_app, plain, run, wait_for
+from textual.widgets import DataTable, Label, Tree
+
+from tui.app.screens.dialogs import ConfirmScreen
+from tui.app.screens.hosts import HostsScreen
+
+
+def _cell(table: DataTable, row: str, col: str) -> str:
+    return str(table.get_cell(row, col))
+
+
+def test_preflight_shows_reachability_chip_devices_and_image(tmp_path: Path) -> None:
+    inventory = fixed_inventory(tmp_path, unreachable=True)
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, inventory=inventory)
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            await pilot.press("2")
+            screen = app.screen
+            assert isinstance(screen, HostsScreen)
+            hosts = screen.query_one("#hosts", DataTable)
+            await wait_for(pilot, lambda: hosts.row_count == 2)
+            tree = screen.query_one(Tree)
+            assert [str(n.label) for n in tree.root.children] == ["cpu"]
+            await wait_for(
+                pilot, lambda: _cell(hosts, "ghost", "reachable") != "checking...", timeout=120
+            )
+            assert _cell(hosts, "localhost", "reachable") == "yes"
+            assert _cell(hosts, "localhost", "chip") == "CPU"  # from playbooks/group_vars
+            assert _cell(hosts, "localhost", "devices") == "1"  # fleetperf_devices
+            assert _cell(hosts, "localhost", "image") == "not used (process executor)"
+            assert _cell(hosts, "ghost", "reachable").startswith("no: ")
+            assert any("Unreachable: ghost" in str(n.message) for n in app._notifications)
+
+    run(scenario())
+
+
+@pytest.mark.slow  # provision.yml's check mode takes minutes on a loaded 2-core machine
+def test_provision_check_mode_shows_tasks_per_host_then_asks(tmp_path: Path) -> None:
+    inventory = fixed_inventory(tmp_path)
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, inventory=inventory)
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            await pilot.press("2")
+            screen = app.screen
+            hosts = screen.query_one("#hosts", DataTable)
+            await wait_for(pilot, lambda: hosts.row_count == 1)
+            await pilot.press("down", "space")  # mark localhost in the tree
+            assert screen.marked == {"localhost"}
+            await pilot.press("v")
+            tasks = screen.query_one("#tasks", DataTable)
+            await wait_for(pilot, lambda: tasks.row_count == 1)
+            assert _cell(tasks, "localhost", "mode") == "check"
+            seen_tasks = set()
+
+            def progressed() -> bool:
+                seen_tasks.add(_cell(tasks, "localhost", "task"))
+                return isinstance(app.screen, ConfirmScreen)
+
+            await wait_for(pilot, progressed, timeout=300)
+            assert int(_cell(tasks, "localhost", "ok")) > 0
+            assert _cell(tasks, "localhost", "failed") == "0"
+            assert "Read the PCI devices" in seen_tasks or len(seen_tasks) > 2
+            status = plain(screen.query_one("#provision-status", Label))
+            assert "check mode" in status and "change(s)" in status
+            await pilot.press("n")  # not for real: this machine stays as it is
+            assert isinstance(app.screen, HostsScreen)
+            assert _cell(tasks, "localhost", "mode") == "check"
+
+    run(scenario())
