@@ -15,6 +15,8 @@ every host), and measures, from the typed events the engine hands its subscriber
   every host streams, over the polls that carried lines in that window (a poll's lines
   share one ``received``; polls that returned nothing are not counted, so this is an
   upper bound);
+- host CPU per poll: what ``fleetperf_tail`` counted of its own CPU (start-up included),
+  over the polls that carried lines (an upper bound, as above);
 - controller CPU: user+system seconds of this process and all it started (ansible-playbook,
   its forks, ssh, and the ssh connection masters, which outlive the run) per host, and as
   a share of one core per host over the run.
@@ -135,6 +137,12 @@ def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
         records = batch.wait()
         wall = time.time() - started
         cpu = cpu_seconds() - cpu0 + ssh_masters_cpu(fleet.control_path_dir)
+        # What the polls cost the hosts (fleetperf_tail adds up its own CPU time there).
+        host_poll_cpu = sum(
+            float(f.read_text())
+            for h in fleet.hosts.values()
+            for f in h.root.glob("runs/*/poll_cpu_s")
+        )
         counter.stopping.set()
         counter.join()
         engine.close()
@@ -150,6 +158,7 @@ def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
     polls = {(s.host, s.received) for s in samples if t_all < s.received <= t_end}
     moved = counter.at(t_end) - counter.at(t_all)
     latency = [s.received - s.t for s in samples]
+    all_polls = len({(s.host, s.received) for s in samples})
     return {
         "hosts": n,
         "mode": mode,
@@ -164,6 +173,8 @@ def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
         "wall_s": round(wall, 1),
         "controller_cpu_s_per_host": round(cpu / n, 2),
         "controller_core_share_per_host": round(cpu / n / wall, 3),
+        "controller_cpu_ms_per_poll": round(1000 * cpu / all_polls),
+        "host_poll_cpu_ms_per_poll": round(1000 * host_poll_cpu / all_polls),
     }
 
 
