@@ -241,7 +241,7 @@ def _case_info(case: catalog.CaseSpec, config: catalog.VendorConfig) -> Table:
         ("Case", case.name),
         ("Model", case.model),
         ("Dataset", case.dataset),
-        ("Task", f"{case.task} ({case.kind})"),
+        ("Task", case.task if case.kind in case.task else f"{case.task} ({case.kind})"),
         ("Target", target),
         ("Config", f"{config.ref}: {config.nnodes} node(s) x {config.nproc_per_node} proc"),
     ):
