@@ -26,6 +26,7 @@ import argparse
 import json
 import logging
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -122,6 +123,9 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
 
     device = harness.open_device(str(config["vendor"]), precision, env.local_rank)
     harness.init_distributed(env, device)
+    # DeepSpeed compiles some ops on first use (on CPU its shared-memory collectives): the
+    # build is cached with the host's fleetperf data, not in the user's home directory.
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(data.parent / ".torch_extensions"))
     import deepspeed
 
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)
@@ -233,7 +237,8 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
         notes=notes,
         peak_cache=harness.peak_cache_path(data.parent),
     )
-    result["zero3_shards"] = shards  # beyond the contract: the parameter partition per rank
+    # beyond the contract's fields: parameter elements held per rank, and the whole model's
+    result["zero3"] = {"shards": shards, "elements": whole}
     events.emit("result", **result)
     shown = ", ".join(f"{k}={v:.4g}" for k, v in result["metrics"].items() if v is not None)
     say(f"result {result['status']}: {shown}", flush=True)

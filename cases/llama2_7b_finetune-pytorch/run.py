@@ -64,6 +64,14 @@ HALF = {"fp16": torch.float16, "bf16": torch.bfloat16}
 SYS_EVERY_S = 10.0
 
 
+def case_registry() -> dict[str, harness.Metric]:
+    """The metric registry with this case's own metrics, as case.yaml declares them."""
+    import yaml
+
+    case = yaml.safe_load(Path(__file__).with_name("case.yaml").read_text(encoding="utf-8"))
+    return harness.registry(harness.Metric(**m) for m in case.get("metrics", []))
+
+
 def check_hp(path: Path, hp: dict[str, Any]) -> None:
     missing = [k for k in HP_KEYS if k not in hp]
     if missing:
@@ -242,14 +250,14 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
         chip=config.get("chip"),
         flops=flops,
         memory=harness.reduce_memory(memory),
-        metrics={"acc": acc, "loss": last_loss if finite else None},
+        metrics={"acc": acc, "loss": last_loss if finite else None, "lora_params": n_lora},
         converged=finite,
         message=None if finite else f"training loss is {last_loss}",
         notes=notes,
         peak_cache=harness.peak_cache_path(data.parent),
+        registry=case_registry(),
     )
-    # beyond the contract's fields: the LoRA size and MMLU per subject, as the record keeps them
-    result["lora_trainable_params"] = n_lora
+    # beyond the contract's fields: MMLU per subject, kept with the received events
     result["mmlu_subjects"] = {name: s["acc"] for name, s in per_subject.items()}
     events.emit("result", **result)
     shown = ", ".join(f"{k}={v:.4g}" for k, v in result["metrics"].items() if v is not None)
