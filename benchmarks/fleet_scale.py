@@ -11,10 +11,10 @@ every host), and measures, from the typed events the engine hands its subscriber
   clock, since the hosts are on this machine);
 - launch: seconds from ``Session.start`` until every host is in phase running, and until
   the controller holds a step from every host;
-- bytes per poll: bytes through the fleet's bridge (controller <-> hosts, both ways) while
-  every host streams, over the polls that carried lines in that window (a poll's lines
-  share one ``received``; polls that returned nothing are not counted, so this is an
-  upper bound);
+- bytes per poll: bytes on each host's link (both ways) between its first and its last
+  step, over its polls in that time that carried lines (a poll's lines share one
+  ``received``; polls that returned nothing are not counted, so this is an upper bound;
+  in ``nodes`` mode the link also carries torchrun's own traffic);
 - host CPU per poll: what ``fleetperf_tail`` counted of its own CPU (start-up included),
   over the polls that carried lines (an upper bound, as above);
 - controller CPU: user+system seconds of this process and all it started (ansible-playbook,
@@ -48,26 +48,32 @@ REPO = Path(__file__).resolve().parents[1]
 EMITTER = REPO / "tests" / "fixtures" / "cases" / "emitter"
 
 
-class BridgeCounter(threading.Thread):
-    """Samples the bridge's rx+tx byte counters every 50 ms: [(time, bytes)]."""
+class LinkCounters(threading.Thread):
+    """Samples each host's link (rx+tx bytes, both ways) every 50 ms."""
 
-    def __init__(self, bridge: str) -> None:
+    def __init__(self, links: dict[str, str]) -> None:
         super().__init__(daemon=True)
-        self.stats = Path("/sys/class/net") / bridge / "statistics"
-        self.samples: list[tuple[float, int]] = []
+        self.stats = {
+            host: Path("/sys/class/net") / link / "statistics" for host, link in links.items()
+        }
+        self.samples: list[tuple[float, dict[str, int]]] = []
         self.stopping = threading.Event()
 
-    def read(self) -> int:
-        return sum(int((self.stats / f"{d}_bytes").read_text()) for d in ("rx", "tx"))
+    def read(self) -> dict[str, int]:
+        return {
+            host: sum(int((stats / f"{d}_bytes").read_text()) for d in ("rx", "tx"))
+            for host, stats in self.stats.items()
+        }
 
     def run(self) -> None:
         while not self.stopping.is_set():
             self.samples.append((time.time(), self.read()))
             time.sleep(0.05)
 
-    def at(self, t: float) -> int:
-        """The counter at the last sample taken at or before ``t``."""
-        return max((b for s, b in self.samples if s <= t), default=self.samples[0][1])
+    def at(self, host: str, t: float) -> int:
+        """The host's counter at the last sample taken at or before ``t``."""
+        before = [c[host] for s, c in self.samples if s <= t]
+        return before[-1] if before else self.samples[0][1][host]
 
 
 def cpu_seconds() -> float:
@@ -128,7 +134,7 @@ def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
             elif isinstance(ev, HostState) and ev.phase == "running":
                 running.setdefault(ev.host, time.time())
 
-        counter = BridgeCounter(fleet.bridge)
+        counter = LinkCounters({h.name: fleet.veth(h) for h in fleet.hosts.values()})
         counter.start()
         cpu0 = cpu_seconds()
         started = time.time()
@@ -150,13 +156,15 @@ def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
     for record in records:
         if record.status != "passed":
             raise SystemExit(f"{n} hosts: run {record.run_id} {record.status}: {record.error}")
-    first: dict[str, float] = {}
+    received: dict[str, list[float]] = {}
     for s in samples:
-        first[s.host] = min(first.get(s.host, s.received), s.received)
-    t_all = max(first.values())  # from here on every host streams
-    t_end = max(s.received for s in samples)
-    polls = {(s.host, s.received) for s in samples if t_all < s.received <= t_end}
-    moved = counter.at(t_end) - counter.at(t_all)
+        received.setdefault(s.host, []).append(s.received)
+    t_all = max(min(r) for r in received.values())  # the last host's first step
+    # Per host, while it streams: polls after its first one, and the bytes on its link.
+    polls = moved = 0
+    for host, stamps in received.items():
+        polls += len(set(stamps)) - 1
+        moved += counter.at(host, max(stamps)) - counter.at(host, min(stamps))
     latency = [s.received - s.t for s in samples]
     all_polls = len({(s.host, s.received) for s in samples})
     return {
@@ -168,8 +176,8 @@ def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
         "latency_max_s": round(max(latency), 3),
         "launch_running_s": round(max(running.values()) - started, 2),
         "launch_first_step_s": round(t_all - started, 2),
-        "polls_per_host_per_s": round(len(polls) / n / max(t_end - t_all, 1e-9), 2),
-        "bytes_per_poll": round(moved / len(polls)) if polls else None,
+        "polls_per_host_per_s": round(polls / sum(max(r) - min(r) for r in received.values()), 2),
+        "bytes_per_poll": round(moved / polls) if polls else None,
         "wall_s": round(wall, 1),
         "controller_cpu_s_per_host": round(cpu / n, 2),
         "controller_core_share_per_host": round(cpu / n / wall, 3),

@@ -219,7 +219,7 @@ class Fleet:
             _kill_netns(host.netns)
             subprocess.run(["ip", "netns", "del", host.netns], capture_output=True)
             # Gone with its namespace, unless something still holds it.
-            subprocess.run(["ip", "link", "del", self._veth(host)], capture_output=True)
+            subprocess.run(["ip", "link", "del", self.veth(host)], capture_output=True)
             shutil.rmtree(host.root / "overlay", ignore_errors=True)
         self.hosts.clear()
         if self._bridge_up:
@@ -228,7 +228,8 @@ class Fleet:
         (self.workdir / STATE).unlink(missing_ok=True)
 
     # -- hosts -----------------------------------------------------------------
-    def _veth(self, host: Host) -> str:
+    def veth(self, host: Host) -> str:
+        """The host's link on the bridge, on this machine's side: its traffic counters."""
         return f"{self.tag}v{int(ipaddress.IPv4Address(host.address)) & 0xFF}"
 
     def add_host(self, name: str) -> Host:
