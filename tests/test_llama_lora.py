@@ -217,7 +217,7 @@ def test_fleetperf_batch_on_cpu(tmp_path: Path) -> None:
     fp = Fleetperf(cases_dir=REPO / "cases", data_root=tmp_path / "data", results=tmp_path / "res")
     out = fp.run("prepare", LORA, "--synthetic")
     assert out.returncode == 0, out.stderr
-    out = fp.batch(LORA, "cpu/CPUx1x1", args=("--format", "json"), timeout=600)
+    out = fp.batch(LORA, "cpu/CPUx1x1", args=("--format", "json"), timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (rec,) = json.loads(out.stdout[out.stdout.index("\n[") :])
     assert rec["status"] == "passed" and rec["config"] == "CPUx1x1"
