@@ -25,7 +25,7 @@ from tui.events import (
     WorkloadStarted,
 )
 
-SERIES_POINTS = 600  # per run and chart: ten minutes at two ticks a second
+SERIES_POINTS = 600  # per run and chart: five minutes at two ticks a second
 LOG_LINES = 500
 CHARTS = ("throughput", "loss", "memory")
 
@@ -150,7 +150,9 @@ class RunFeed:
                     self._set(view, host, phase=phase, eta_s=None)
             self._log(view, f"{ev.status}" + (f": {ev.error}" if ev.error else ""))
         elif isinstance(ev, HostState):
-            self._set(view, ev.host, phase=ev.phase, message=ev.message)
+            done = ev.phase not in ("preflight", "running")
+            eta = None if done else view.rows.get(ev.host, HostRow(ev.host)).eta_s
+            self._set(view, ev.host, phase=ev.phase, message=ev.message, eta_s=eta)
             self._log(view, f"{ev.host}: {ev.phase}" + (f": {ev.message}" if ev.message else ""))
         elif isinstance(ev, WorkloadStarted):
             self._set(view, ev.host, phase="running")
@@ -161,7 +163,7 @@ class RunFeed:
                 self._dirty_runs.add(view.run_id)
             self._log(view, f"{ev.host}: eval {ev.name}={ev.value:.4f} after {ev.samples} samples")
         elif isinstance(ev, WorkloadError):
-            self._set(view, ev.host, phase="failed", message=ev.message)
+            self._set(view, ev.host, phase="failed", message=ev.message, eta_s=None)
             self._log(view, f"{ev.host}: rank {ev.rank} error: {ev.message}")
         elif isinstance(ev, CaseResult):
             self._log(view, f"{ev.host}: result {ev.status}" + "".join(f"; {n}" for n in ev.notes))

@@ -43,6 +43,7 @@ class DashboardScreen(Screen[None]):
         super().__init__()
         self.selected: str | None = None
         self._items: dict[str, RunProgress] = {}
+        self._shown: dict[str, tuple[str, ...]] = {}  # the selected run's cells on screen
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -119,6 +120,7 @@ class DashboardScreen(Screen[None]):
         view = self.app.feed.snapshot(run_id)
         table = self.query_one(DataTable)
         table.clear()
+        self._shown.clear()
         for host in view.hosts:
             self._put_row(table, view.rows[host])
         log = self.query_one(Log)
@@ -132,16 +134,19 @@ class DashboardScreen(Screen[None]):
         if view.error:
             text += f"  {view.error}"
         label = self.query_one("#run-status", Label)
-        label.update(Text(text))
+        label.update(Text(text, overflow="ellipsis", no_wrap=True), layout=False)
         label.set_class(view.status in ("failed", "aborted", "bad_input"), "error")
 
     def _put_row(self, table: DataTable, row: HostRow) -> None:
         cells = _cells(row)
+        shown = self._shown.get(row.host)
+        self._shown[row.host] = cells
         if row.host not in table.rows:
             table.add_row(*cells, key=row.host)
             return
-        for name, value in zip(COLUMNS, cells, strict=True):
-            table.update_cell(row.host, name, value)
+        for name, value, old in zip(COLUMNS, cells, shown or [None] * len(cells), strict=True):
+            if value != old:  # only what changed: most cells of a busy host stay put
+                table.update_cell(row.host, name, value)
 
     def _draw_charts(self) -> None:
         charts = self.query_one("#charts")

@@ -27,7 +27,8 @@ class Chart(Horizontal):
 
     def show(self, points: list[float]) -> None:
         last = f"{points[-1]:.4g}" if points else "-"
-        self.query_one(Label).update(f"{self.label}\n{last}")
+        # Fixed-size widgets: no layout pass, which would cost more than the drawing.
+        self.query_one(Label).update(f"{self.label}\n{last}", layout=False)
         self.query_one(Sparkline).data = points
 
 
@@ -53,7 +54,9 @@ class RunProgress(Horizontal):
             self._draw(view)
 
     def _draw(self, view: RunView) -> None:
-        self.query_one(Label).update(Text(f"{view.case} {view.config} [{view.status}]"))
+        self.query_one(Label).update(
+            Text(f"{view.case} {view.config} [{view.status}]"), layout=False
+        )
         total, done = view.progress()
         bar = self.query_one(ProgressBar)
         if total is None and view.active:

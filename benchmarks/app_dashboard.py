@@ -1,0 +1,140 @@
+"""The run dashboard under a synthetic event storm: worst event-loop lag and memory growth.
+
+A feeder thread calls the feed the way the engine does (``RunFeed.push`` from an engine
+thread) with ``--rate`` MetricSample events per second spread over ``--hosts`` hosts of one
+run, for ``--seconds``, while the app (headless, the Runs screen showing that run) refreshes
+its table, charts and log every tick. A probe on the app's event loop measures how late a
+50 ms sleep wakes up; RSS is sampled every 5 s.
+
+    .venv/bin/python benchmarks/app_dashboard.py [--seconds 60] [--rate 5000] [--hosts 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+from tui import catalog
+from tui.app.app import AppConfig, FleetperfApp
+from tui.events import MetricSample, RunStarted
+
+RUN = "bench-run"
+PROBE_S = 0.05
+
+
+def feeder(
+    app: FleetperfApp, hosts: list[str], rate: int, seconds: float, stop: threading.Event
+) -> int:
+    """Push ``rate`` events/s in 10 ms batches; returns how many it pushed."""
+    per_batch, sent, step = max(rate // 100, 1), 0, 0
+    start = time.monotonic()
+    while not stop.is_set() and time.monotonic() - start < seconds:
+        step += 1
+        now = time.time()
+        for i in range(per_batch):
+            host = hosts[(sent + i) % len(hosts)]
+            app.feed.push(
+                MetricSample(
+                    RUN,
+                    host,
+                    0,
+                    now,
+                    now,
+                    step,
+                    step * 32,
+                    step * 4096,
+                    1.0 / step,
+                    1e-4,
+                    320.0 + (step % 50),
+                    30.5,
+                    80.0,
+                )
+            )
+        sent += per_batch
+        # Keep the rate: sleep until this batch's slot ends.
+        lag = start + step / 100 - time.monotonic()
+        if lag > 0:
+            time.sleep(lag)
+    return sent
+
+
+async def bench(seconds: float, rate: int, n_hosts: int) -> dict[str, float]:
+    tmp = Path(tempfile.mkdtemp(prefix="fleetperf-bench-"))
+    config = AppConfig(catalog.REPO_ROOT / "inventory" / "local.yml", tmp / "results", tmp / "data")
+    app = FleetperfApp(config)
+    hosts = [f"node-{i:02d}" for i in range(n_hosts)]
+    proc = psutil.Process()
+    lags: list[float] = []
+    rss: list[tuple[float, float]] = []
+    async with app.run_test(size=(160, 50)) as pilot:
+        app.feed.add_run(RUN, "bench", "cpu/CPUx64x1", hosts, {"max_samples": 10**9})
+        app.feed.push(RunStarted(RUN, "bench", "cpu/CPUx64x1", hosts, time.time()))
+        await pilot.press("3")
+        await pilot.pause(1.0)
+        stop = threading.Event()
+        result: list[int] = []
+        thread = threading.Thread(
+            target=lambda: result.append(feeder(app, hosts, rate, seconds, stop)), daemon=True
+        )
+        start = time.monotonic()
+        thread.start()
+        next_rss = start
+        while thread.is_alive():
+            t0 = time.monotonic()
+            await asyncio.sleep(PROBE_S)
+            lags.append(time.monotonic() - t0 - PROBE_S)
+            if t0 >= next_rss:
+                rss.append((t0 - start, proc.memory_info().rss / 2**20))
+                next_rss += 5.0
+        elapsed = time.monotonic() - start
+        await pilot.pause(1.0)
+        table = app.screen.query_one("#host-table")
+        shown_rows = table.row_count
+    warm = [m for t, m in rss if t >= 5.0] or [rss[-1][1]]
+    return {
+        "events": result[0],
+        "events_per_s": result[0] / elapsed,
+        "worst_lag_ms": max(lags) * 1000,
+        "p99_lag_ms": statistics.quantiles(lags, n=100, method="inclusive")[98] * 1000,
+        "median_lag_ms": statistics.median(lags) * 1000,
+        "rss_start_mib": rss[0][1],
+        "rss_after_5s_mib": warm[0],
+        "rss_end_mib": rss[-1][1],
+        "rss_growth_after_5s_mib": rss[-1][1] - warm[0],
+        "rows": shown_rows,
+        "rss_series": rss,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--rate", type=int, default=5000)
+    ap.add_argument("--hosts", type=int, default=64)
+    args = ap.parse_args()
+    r = asyncio.run(bench(args.seconds, args.rate, args.hosts))
+    print(
+        f"events: {r['events']} in {args.seconds:.0f} s ({r['events_per_s']:.0f}/s) "
+        f"from {args.hosts} hosts; table rows: {r['rows']}"
+    )
+    print(
+        f"event-loop lag: worst {r['worst_lag_ms']:.1f} ms, p99 {r['p99_lag_ms']:.1f} ms, "
+        f"median {r['median_lag_ms']:.1f} ms"
+    )
+    print(
+        f"RSS: {r['rss_start_mib']:.1f} MiB at start, {r['rss_after_5s_mib']:.1f} MiB after 5 s,"
+        f" {r['rss_end_mib']:.1f} MiB at the end"
+        f" (growth after warm-up {r['rss_growth_after_5s_mib']:+.1f} MiB)"
+    )
+    print("RSS every 5 s (s, MiB): " + ", ".join(f"{t:.0f}:{m:.1f}" for t, m in r["rss_series"]))
+
+
+if __name__ == "__main__":
+    main()
