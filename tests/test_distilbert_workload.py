@@ -98,7 +98,7 @@ def _run_dir(
 
 
 def _run_workload(
-    run_dir: Path, data_dir: Path, launcher: tuple[str, ...] = (), timeout: float = 240
+    run_dir: Path, data_dir: Path, launcher: tuple[str, ...] = (), timeout: float = 600
 ) -> subprocess.CompletedProcess[str]:
     """run.py as the controller starts it: directly, or under a launcher such as torchrun."""
     args = ["--config", str(run_dir / "config.json"), "--data-dir", str(data_dir)]
@@ -180,7 +180,7 @@ def test_prepare_without_synthetic_says_where_the_data_goes(tmp_path):
 
 def test_single_process_run_converges_and_reports(tmp_path, data_dir):
     run_dir = _run_dir(tmp_path, 1)
-    proc = _run_workload(run_dir, data_dir, timeout=240)
+    proc = _run_workload(run_dir, data_dir, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     events = _events(run_dir)
     kinds = [e["kind"] for e in events]
@@ -222,7 +222,7 @@ def test_two_processes_under_torchrun(tmp_path, data_dir):
     # A config that says A100 on a host whose device is a CPU: no datasheet MFU, a note.
     run_dir = _run_dir(tmp_path, 2, chip="A100", max_samples=1600)
     torchrun = ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2")
-    proc = _run_workload(run_dir, data_dir, launcher=torchrun, timeout=300)
+    proc = _run_workload(run_dir, data_dir, launcher=torchrun, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     events = _events(run_dir)
     assert {e["rank"] for e in events} == {0}  # LOCAL_RANK 1 writes nothing unless it fails
