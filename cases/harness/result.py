@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from harness.environment import environment
 from harness.metrics import METRICS, Metric
 from harness.peak import PRECISION_MATH, chip_from_device_name, datasheet_peak
+from harness.peakmeter import lookup_or_measure
 from harness.perf import (
     PerfTotals,
     main_age_s,
@@ -82,8 +83,6 @@ def build_result(
     Measures the device's peak first if ``peak_cache`` has no entry for it (about 1.5 s on a
     CPU), after the run's clocks are read.
     """
-    from harness.peakmeter import lookup_or_measure
-
     e2e_time = time.time() - process_start_time()
     e2e_time_main = main_age_s()
     out: dict[str, float | None] = {"e2e_time": e2e_time, "e2e_time_main": e2e_time_main}
