@@ -6,6 +6,8 @@ import signal
 import statistics
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -120,24 +122,32 @@ class ProgressPrinter:
         return "\n".join(lines)
 
 
-def _wait_interruptible(batch: Batch, out: TextIO) -> None:
-    """Wait in the main thread; Ctrl-C or SIGTERM cancels the batch (remote work stopped)."""
+@contextmanager
+def _signals_set(requested: threading.Event) -> Iterator[None]:
+    """While the batch runs, Ctrl-C and SIGTERM only set ``requested``: the main loop
+    then cancels the batch (remote work stopped) instead of a KeyboardInterrupt tearing
+    through it. Installed before the batch starts, so no moment of a run escapes it."""
+    previous = {
+        sig: signal.signal(sig, lambda *_: requested.set())
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
-    def stop(*_: object) -> None:
-        if not batch.done:
+
+def _drive(batch: Batch, requested: threading.Event, out: TextIO) -> None:
+    """Wait for the batch in the main thread; cancel it once a stop is requested."""
+    cancelled = False
+    while not batch.done:
+        if requested.is_set() and not cancelled:
             print("== stopping: cancelling the runs and stopping their remote work ...", file=out)
             out.flush()
             batch.cancel()
-
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        while not batch.done:
-            try:
-                batch.wait(0.2)
-            except KeyboardInterrupt:
-                stop()
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+            cancelled = True
+        batch.wait(0.2)
 
 
 def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
@@ -158,10 +168,11 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
         except catalog.CatalogError as exc:
             print(f"fleetperf: error: {exc}", file=err)
             return EXIT_BAD_INPUT
-        batch = session.start(plans)
-        printer = ProgressPrinter(out, err)
-        batch.subscribe(printer)
-        _wait_interruptible(batch, out)
+        requested = threading.Event()
+        with _signals_set(requested):
+            batch = session.start(plans)
+            batch.subscribe(ProgressPrinter(out, err))
+            _drive(batch, requested, out)
         records = batch.wait()
     finally:
         session.close()
