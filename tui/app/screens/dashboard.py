@@ -20,7 +20,18 @@ if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
 
 TICK_S = 0.5
-COLUMNS = ("host", "state", "step", "samples/s", "tokens/s", "mem GiB", "loss", "ETA", "note")
+# Column widths fit the widest value each column shows; "note" takes the rest.
+COLUMNS = {
+    "host": 12,
+    "state": 11,
+    "step": 7,
+    "samples/s": 9,
+    "tokens/s": 8,
+    "mem GiB": 11,
+    "loss": 7,
+    "ETA": 7,
+    "note": None,
+}
 
 
 class DashboardScreen(Screen[None]):
@@ -62,8 +73,8 @@ class DashboardScreen(Screen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        for name in COLUMNS:
-            table.add_column(name, key=name)
+        for name, width in COLUMNS.items():
+            table.add_column(name, key=name, width=width)
         self.set_interval(TICK_S, self.tick)
         self.tick()
 
