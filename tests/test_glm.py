@@ -197,7 +197,7 @@ def test_synthetic_record_reads_as_questions(data_dir: Path) -> None:
     questions = read_record(data_dir / "ReCoRD" / "val.jsonl")
     assert len(questions) > 150
     for q in questions:
-        assert "@placeholder" in q.query and 3 <= len(q.candidates) <= 4
+        assert "@placeholder" in q.query and 2 <= len(q.candidates) <= 3
         assert q.answers[0] in q.candidates and q.label == q.candidates.index(q.answers[0])
     tok = WordPiece(data_dir / "checkpoint" / "vocab.txt")
     encoded = [encode_question(tok, q, 64) for q in questions[:8]]
@@ -321,7 +321,7 @@ def test_workload_contract_on_a_short_run(data_dir: Path, tmp_path: Path) -> Non
 
 
 def _accuracy_of(data_dir: Path) -> float:
-    """Exact match of the staged checkpoint on the staged dev set, through the case's code."""
+    """Exact match of the staged checkpoint on the staged dev set (CPU config: seq 48)."""
     from record import exact_match
 
     tok = WordPiece(data_dir / "checkpoint" / "vocab.txt")
@@ -329,10 +329,10 @@ def _accuracy_of(data_dir: Path) -> float:
     glm = GLMModel(GLMConfig.from_state_dict(sd, num_heads=4))
     glm.load_state_dict(sd)
     cloze = MultiTokenCloze(glm).eval()
-    questions = [encode_question(tok, q, 64) for q in read_record(data_dir / "ReCoRD/val.jsonl")]
+    questions = [encode_question(tok, q, 48) for q in read_record(data_dir / "ReCoRD/val.jsonl")]
     right = 0
     for i in range(0, len(questions), 16):
-        batch = collate(questions[i : i + 16], 64, tok)
+        batch = collate(questions[i : i + 16], 48, tok)
         keys = ("input_ids", "position_ids", "sep", "targets", "target_mask", "choice_index")
         with torch.no_grad():
             picks = cloze(**{k: batch[k] for k in keys}).argmax(-1).tolist()
@@ -350,9 +350,9 @@ def test_fine_tunes_to_the_target_through_fleetperf_batch(tmp_path: Path) -> Non
     out = fp.run("prepare", "glm-pytorch", "--synthetic")
     assert out.returncode == 0, out.stderr
     before = _accuracy_of(tmp_path / "data" / "glm-pytorch")
-    assert before < 0.5  # 3-4 candidates: chance is about 0.3
+    assert before < 0.6  # 2 or 3 candidates: chance is about 0.4
     out = fp.batch("glm-pytorch", "cpu/CPUx1x1", timeout=1500)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (rec,) = fp.records()
     assert rec["status"] == "passed" and rec["metrics"]["acc"] >= 0.8 > before
-    assert "| CPU单机1卡（1x1） | fp32 |" in out.stdout
+    assert "| CPU单机单卡（1x1） | fp32 |" in out.stdout  # the seed's 单卡 for one device

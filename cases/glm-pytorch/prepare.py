@@ -69,12 +69,11 @@ def names() -> dict[str, list[str]]:
 
 
 def passage_row(rng: random.Random, idx: int, groups: dict[str, list[str]]) -> dict:
-    verbs = rng.sample(VERBS, rng.randint(3, 4))
+    verbs = rng.sample(VERBS, rng.randint(2, 3))
     facts = [(rng.choice(groups[v]), v, rng.choice(OBJECTS)) for v in verbs]
     text, entities = "", []
     for who, verb, what in facts:
-        filler = " ".join(rng.sample(FILLER, 2))
-        text += f"{filler} "
+        text += f"{rng.choice(FILLER)} "
         entities.append({"start": len(text), "end": len(text) + len(who) - 1})
         text += f"{who} {verb} the {what} .\n@highlight\n"
     qas = []
