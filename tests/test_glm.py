@@ -351,7 +351,7 @@ def test_fine_tunes_to_the_target_through_fleetperf_batch(tmp_path: Path) -> Non
     assert out.returncode == 0, out.stderr
     before = _accuracy_of(tmp_path / "data" / "glm-pytorch")
     assert before < 0.6  # 2 or 3 candidates: chance is about 0.4
-    out = fp.batch("glm-pytorch", "cpu/CPUx1x1", timeout=1500)
+    out = fp.batch("glm-pytorch", "cpu/CPUx1x1", timeout=2400)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (rec,) = fp.records()
     assert rec["status"] == "passed" and rec["metrics"]["acc"] >= 0.8 > before
