@@ -22,14 +22,14 @@ if TYPE_CHECKING:
 TICK_S = 0.5
 # Column widths fit the widest value each column shows; "note" takes the rest.
 COLUMNS = {
-    "host": 12,
+    "host": 10,
     "state": 11,
-    "step": 7,
+    "step": 6,
     "samples/s": 9,
     "tokens/s": 8,
-    "mem GiB": 11,
-    "loss": 7,
-    "ETA": 7,
+    "mem GiB": 9,
+    "loss": 6,
+    "ETA": 6,
     "note": None,
 }
 
