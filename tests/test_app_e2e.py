@@ -50,6 +50,7 @@ def test_launch_watch_and_find_the_result(tmp_path: Path) -> None:
             await pilot.press("o", *OVERRIDES, "enter")
             await wait_for(pilot, lambda: app.current_mode == "runs" and app.batches, 120)
             (handle,) = app.batches[0].runs
+            await wait_for(pilot, lambda: bool(app.screen.query("#host-table")))
             table = app.screen.query_one("#host-table", DataTable)
             seen: list[tuple[str, str]] = []
 
@@ -68,6 +69,7 @@ def test_launch_watch_and_find_the_result(tmp_path: Path) -> None:
             assert [s for s, _ in seen][0] in ("queued", "preflight")  # it moved from there
             assert "running" in [s for s, _ in seen]
             await pilot.press("4")
+            await wait_for(pilot, lambda: bool(app.screen.query("#history")))
             history = app.screen.query_one("#history", DataTable)
             await wait_for(pilot, lambda: handle.run_id in history.rows, 60)
             assert str(history.get_cell(handle.run_id, "status")) == "passed"

@@ -16,20 +16,23 @@ class Chart(Horizontal):
     def __init__(self, series: str, label: str, id: str | None = None) -> None:
         super().__init__(id=id, classes="chart")
         self.series, self.label = series, label
+        # Kept, not queried: the dashboard may draw before these are mounted.
+        self._value = Label(f"{label}\n-", classes="chart-label")
+        self._spark = Sparkline([], summary_function=max)
 
     def compose(self) -> ComposeResult:
-        yield Label(f"{self.label}\n-", classes="chart-label")
-        yield Sparkline([], summary_function=max)
+        yield self._value
+        yield self._spark
 
     @property
     def plot_width(self) -> int:
-        return self.query_one(Sparkline).size.width
+        return self._spark.size.width
 
     def show(self, points: list[float]) -> None:
         last = f"{points[-1]:.4g}" if points else "-"
         # Fixed-size widgets: no layout pass, which would cost more than the drawing.
-        self.query_one(Label).update(f"{self.label}\n{last}", layout=False)
-        self.query_one(Sparkline).data = points
+        self._value.update(f"{self.label}\n{last}", layout=False)
+        self._spark.data = points
 
 
 class RunProgress(Horizontal):
