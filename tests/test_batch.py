@@ -6,6 +6,7 @@ so the whole path runs: preflight, launch, the poll loop, cleanup, fetch, the st
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -224,8 +225,15 @@ def test_killed_controller_is_interrupted_then_cleaned_up(emitter: Fleetperf) ->
         os.kill(pid, signal.SIGKILL)
     proc.communicate(timeout=60)
     (host_dir,) = emitter.host_dirs()
-    assert not pid_gone(host_dir / "workload.pid")
+    try:
+        _interrupted_then_cleaned(emitter, host_dir)
+    finally:  # the workload's own process group, should the test fail before cleanup
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(int((host_dir / "workload.pid").read_text()), signal.SIGKILL)
 
+
+def _interrupted_then_cleaned(emitter: Fleetperf, host_dir: Path) -> None:
+    assert not pid_gone(host_dir / "workload.pid")
     out = emitter.run("results", "--status", "all")
     assert f"run {rec_id(emitter)} (emitter cpu/CPUx1x1 on localhost) was interrupted" in out.stderr
     (rec,) = emitter.records()
