@@ -83,7 +83,8 @@ async def bench(seconds: float, rate: int, n_hosts: int) -> dict[str, float]:
         thread = threading.Thread(
             target=lambda: result.append(feeder(app, hosts, rate, seconds, stop)), daemon=True
         )
-        start = time.monotonic()
+        start, cpu0 = time.monotonic(), proc.cpu_times()
+        load0 = psutil.getloadavg()[0]
         thread.start()
         next_rss = start
         while thread.is_alive():
@@ -94,6 +95,7 @@ async def bench(seconds: float, rate: int, n_hosts: int) -> dict[str, float]:
                 rss.append((t0 - start, proc.memory_info().rss / 2**20))
                 next_rss += 5.0
         elapsed = time.monotonic() - start
+        cpu1, load1 = proc.cpu_times(), psutil.getloadavg()[0]
         await pilot.pause(1.0)
         table = app.screen.query_one("#host-table")
         shown_rows = table.row_count
@@ -109,6 +111,8 @@ async def bench(seconds: float, rate: int, n_hosts: int) -> dict[str, float]:
         "rss_end_mib": rss[-1][1],
         "rss_growth_after_5s_mib": rss[-1][1] - warm[0],
         "rows": shown_rows,
+        "cpu_share": (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / elapsed,
+        "load": (load0, load1),
         "rss_series": rss,
     }
 
@@ -132,6 +136,10 @@ def main() -> None:
         f"RSS: {r['rss_start_mib']:.1f} MiB at start, {r['rss_after_5s_mib']:.1f} MiB after 5 s,"
         f" {r['rss_end_mib']:.1f} MiB at the end"
         f" (growth after warm-up {r['rss_growth_after_5s_mib']:+.1f} MiB)"
+    )
+    print(
+        f"process CPU: {r['cpu_share'] * 100:.0f}% of one core (feeder and app together);"
+        f" machine load average {r['load'][0]:.1f} at start, {r['load'][1]:.1f} at the end"
     )
     print("RSS every 5 s (s, MiB): " + ", ".join(f"{t:.0f}:{m:.1f}" for t, m in r["rss_series"]))
 
