@@ -156,8 +156,9 @@ class Fleet:
 
     def __init__(self, workdir: Path, prefix: str = "fp") -> None:
         self.workdir = Path(workdir).resolve()
-        # Interface names have 15 characters at most: prefix, pid, serial, then "br"/"v<n>".
-        self.tag = f"{prefix}{os.getpid()}{next(_serial)}"
+        # Unique per process and fleet, and short: interface names have 15 characters at
+        # most (the tag, then "br" or "v<n>").
+        self.tag = f"{prefix}{_base36(os.getpid())}-{next(_serial)}"
         self.bridge = f"{self.tag}br"
         self.hosts: dict[str, Host] = {}
         self.subnet: ipaddress.IPv4Network | None = None
@@ -359,6 +360,16 @@ class Fleet:
             root = fleet.workdir / "hosts" / name
             fleet.hosts[name] = Host(name, netns, address, root, pid, fleet)
         return fleet
+
+
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, d = divmod(n, 36)
+        out = digits[d] + out
+        if not n:
+            return out
 
 
 def _existing(dirs: tuple[str, ...]) -> list[str]:
