@@ -62,10 +62,11 @@ def test_history_filters_compare_and_export(tmp_path: Path) -> None:
             # Export the two marked runs in each format.
             for fmt in ("md", "csv", "json"):
                 await pilot.press("e")
-                await wait_for(pilot, lambda: bool(app.screen.query(f"#export-{fmt}")))
+                button = f"#export-{fmt}"
+                await wait_for(pilot, lambda b=button: bool(app.screen.query(b)))
                 assert isinstance(app.screen, ExportScreen)
                 app.screen.query_one("#export-path").value = str(tmp_path / "out" / f"x.{fmt}")
-                await pilot.click(f"#export-{fmt}")
+                await pilot.click(button)
                 await wait_for(pilot, lambda: isinstance(app.screen, ResultsScreen))
             marked = sorted(
                 (r for r in records if r.run_id in ("run-3", "run-new")), key=lambda r: r.started
