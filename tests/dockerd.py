@@ -59,6 +59,7 @@ class Dockerd:
         ]
         if config_file:
             argv += ["--config-file", str(config_file)]
+        self.root.mkdir(parents=True, exist_ok=True)
         self.log = (self.root / "dockerd.log").open("a")
         self.proc = subprocess.Popen(self.wrap(argv), stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(150):
@@ -95,8 +96,9 @@ class Dockerd:
         assert self.proc is None, "stop the engine first"
         for mount in sorted(self.mounts(), key=len, reverse=True):  # innermost first
             subprocess.run(["umount", "--lazy", mount], check=True, timeout=30)
-        shutil.rmtree(self.root / "data")
-        shutil.rmtree(self.root / "exec", ignore_errors=True)  # absent if it never started
+        if (self.root / "data").exists():  # absent if it never started
+            shutil.rmtree(self.root / "data")
+        shutil.rmtree(self.root / "exec", ignore_errors=True)
 
     def mounts(self) -> list[str]:
         """Mount points under the engine's root, from /proc/self/mountinfo."""
