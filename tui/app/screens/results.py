@@ -29,6 +29,7 @@ FILTERS = ("case", "vendor", "config")
 
 class ResultsScreen(Screen[None]):
     TITLE = "Results"
+    AUTO_FOCUS = "#history"  # marks and views work from the list; the filters are a tab away
     HELP = (
         "Every run in the results store, newest first, filtered by case, vendor and"
         " config. Space marks runs. The lower pane shows the seeds' table of the marked"
