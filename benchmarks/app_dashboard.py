@@ -66,7 +66,11 @@ def feeder(
 
 
 async def bench(seconds: float, rate: int, n_hosts: int) -> dict[str, float]:
-    tmp = Path(tempfile.mkdtemp(prefix="fleetperf-bench-"))
+    with tempfile.TemporaryDirectory(prefix="fleetperf-bench-") as tmp_dir:
+        return await _bench(Path(tmp_dir), seconds, rate, n_hosts)
+
+
+async def _bench(tmp: Path, seconds: float, rate: int, n_hosts: int) -> dict[str, float]:
     config = AppConfig(catalog.REPO_ROOT / "inventory" / "local.yml", tmp / "results", tmp / "data")
     app = FleetperfApp(config)
     hosts = [f"node-{i:02d}" for i in range(n_hosts)]
