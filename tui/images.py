@@ -7,6 +7,7 @@ new tag; a host holding only the old image is refused by run.yml's preflight ins
 running stale code.
 
     .venv/bin/python -m tui.images tag cpu
+    .venv/bin/python -m tui.images context cpu DIR     # the context, for a build elsewhere
     .venv/bin/python -m tui.images build cpu [--docker-host URL] [--build-arg K=V]... [--network N]
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import io
+import shutil
 import sys
 import tarfile
 from collections.abc import Callable
@@ -64,6 +66,14 @@ def expected_image(vendor: str) -> str | None:
     """The tag run.yml's preflight insists on for docker hosts of ``vendor``; None for a
     vendor without images/<vendor> (its hosts can only run processes)."""
     return image_tag(vendor) if (IMAGES / vendor / "Dockerfile").is_file() else None
+
+
+def write_context(vendor: str, dest: Path) -> None:
+    """Write the build context into ``dest`` (for builds elsewhere, e.g. provisioning)."""
+    for name, path in context_files(vendor).items():
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
 
 
 def context_tar(vendor: str) -> io.BytesIO:
@@ -128,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tui.images", description="benchmark images")
     sub = ap.add_subparsers(dest="command", required=True)
     sub.add_parser("tag", help="print the expected tag").add_argument("vendor")
+    ctx = sub.add_parser("context", help="write the build context into DIR; print the tag")
+    ctx.add_argument("vendor")
+    ctx.add_argument("dir", type=Path)
     b = sub.add_parser("build", help="build the image on a docker engine")
     b.add_argument("vendor")
     b.add_argument("--docker-host", help="engine URL (default: DOCKER_HOST or the local socket)")
@@ -136,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.command == "tag":
+            print(image_tag(args.vendor))
+            return 0
+        if args.command == "context":
+            write_context(args.vendor, args.dir)
             print(image_tag(args.vendor))
             return 0
         bad = [a for a in args.build_arg if "=" not in a]
