@@ -27,15 +27,24 @@ def missing() -> str | None:
     return None
 
 
+def own_etc_docker(argv: list[str]) -> list[str]:
+    """Run ``argv`` in a private mount namespace with a tmpfs over /etc/docker: dockerd
+    writes /etc/docker/key.json on start, and a test must leave the machine's /etc alone.
+    (unshare and sh exec in turn, so the process started is dockerd itself.)"""
+    script = 'mount -t tmpfs fleetperf-test /etc/docker && exec "$@"'
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *argv]
+
+
 class Dockerd:
     """A real docker engine with its own data root, exec root and socket."""
 
     def __init__(self, root: Path, wrap: Callable[[list[str]], list[str]] | None = None) -> None:
         """``wrap`` puts the engine elsewhere, e.g. a test host's namespaces
-        (``host.exec_argv``): its containers on the host network get that host's network."""
+        (``host.exec_argv``): its containers on the host network get that host's network.
+        By default it runs beside this machine's network with its own /etc/docker."""
         self.root = root
         self.socket = root / "docker.sock"
-        self.wrap = wrap or (lambda argv: argv)
+        self.wrap = wrap or own_etc_docker
         self.proc: subprocess.Popen | None = None
 
     @property
