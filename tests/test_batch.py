@@ -14,6 +14,7 @@ import statistics
 import time
 from pathlib import Path
 
+import pytest
 from conftest import Fleetperf, local_host, write_inventory
 
 
@@ -70,6 +71,7 @@ def test_missed_target_is_a_failure_with_the_reason(emitter: Fleetperf) -> None:
     assert rec["metrics"]["p_core"] is not None  # the numbers are kept, marked failed
 
 
+@pytest.mark.slow
 def test_stalled_workload_is_stopped_and_reported(emitter: Fleetperf) -> None:
     case_yaml = emitter.cases_dir / "emitter" / "case.yaml"
     case_yaml.write_text(case_yaml.read_text().replace("stall_s: 30", "stall_s: 3"))
@@ -156,6 +158,7 @@ def test_unreachable_host_exits_2_naming_it(emitter: Fleetperf, tmp_path: Path) 
     assert not any((d / "workload.pid").exists() for d in emitter.host_dirs())
 
 
+@pytest.mark.slow
 def test_two_nodes_start_together_with_node_ranks(emitter: Fleetperf, tmp_path: Path) -> None:
     inv = write_inventory(
         tmp_path / "inv.yml",
@@ -179,6 +182,7 @@ def test_two_nodes_start_together_with_node_ranks(emitter: Fleetperf, tmp_path: 
     assert [r["host"] for r in log if r["type"] == "CaseResult"] == ["node1"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_aborts_stops_the_workload_and_records_it(emitter: Fleetperf) -> None:
     proc = emitter.popen(
         "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "--set", "hang_at_step=3"
@@ -211,6 +215,7 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+@pytest.mark.slow
 def test_killed_controller_is_interrupted_then_cleaned_up(emitter: Fleetperf) -> None:
     proc = emitter.popen(
         "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "--set", "hang_at_step=3"

@@ -40,6 +40,7 @@ def check_metrics(rec: dict) -> None:
     assert metrics["mfu"] is None  # no peak FLOP/s for a CPU: unknown, never a guess
 
 
+@pytest.mark.slow
 def test_one_process_reaches_high_accuracy(distil: Fleetperf) -> None:
     out = distil.batch("distilbert-pytorch", "cpu/CPUx1x1", args=("--format", "json"))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -50,6 +51,7 @@ def test_one_process_reaches_high_accuracy(distil: Fleetperf) -> None:
     assert rec["metrics"]["acc"] >= 0.9
 
 
+@pytest.mark.slow
 def test_two_processes_over_gloo(distil: Fleetperf) -> None:
     out = distil.batch("distilbert-pytorch", "cpu/CPUx1x2", "max_samples=1600")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]

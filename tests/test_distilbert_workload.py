@@ -178,6 +178,7 @@ def test_prepare_without_synthetic_says_where_the_data_goes(tmp_path):
     assert "distilbert_train.tar" in proc.stderr and str(tmp_path / "d") in proc.stderr
 
 
+@pytest.mark.slow
 def test_single_process_run_converges_and_reports(tmp_path, data_dir):
     run_dir = _run_dir(tmp_path, 1)
     proc = _run_workload(run_dir, data_dir, timeout=600)
@@ -218,6 +219,7 @@ def test_single_process_run_converges_and_reports(tmp_path, data_dir):
     assert "result passed" in proc.stdout
 
 
+@pytest.mark.slow
 def test_two_processes_under_torchrun(tmp_path, data_dir):
     # A config that says A100 on a host whose device is a CPU: no datasheet MFU, a note.
     run_dir = _run_dir(tmp_path, 2, chip="A100", max_samples=1600)

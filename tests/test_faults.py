@@ -23,6 +23,8 @@ import yaml
 from conftest import REPO, Fleetperf
 from test_batch import local_host, write_inventory
 
+pytestmark = pytest.mark.slow  # real runs over SSH test hosts, minutes each
+
 Nodes = tuple[Path, list[testhosts.TestHost]]  # the inventory and its two hosts
 
 

@@ -16,9 +16,10 @@ import testhosts
 import yaml
 from conftest import REPO, Fleetperf
 
-pytestmark = pytest.mark.skipif(
-    testhosts.available() is not None, reason=str(testhosts.available())
-)
+pytestmark = [
+    pytest.mark.skipif(testhosts.available() is not None, reason=str(testhosts.available())),
+    pytest.mark.slow,
+]
 
 
 def test_two_ssh_nodes_run_one_case(emitter: Fleetperf, tmp_path: Path) -> None:

@@ -15,6 +15,8 @@ import pytest
 from conftest import Fleetperf
 from test_faults import kill_all, nothing_left, wait_streaming
 
+pytestmark = pytest.mark.slow  # real runs over SSH test hosts, minutes each
+
 
 @pytest.fixture
 def first_run(emitter: Fleetperf) -> Iterator[subprocess.Popen[str]]:

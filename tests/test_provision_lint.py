@@ -35,6 +35,7 @@ def run(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow
 def test_ansible_lint_production_profile():
     done = run(
         str(BIN / "ansible-lint"),
