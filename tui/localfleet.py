@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import hashlib
 import ipaddress
 import itertools
 import json
@@ -164,8 +165,11 @@ class Fleet:
         self.subnet: ipaddress.IPv4Network | None = None
         self.client_key = self.workdir / "client_key"
         # Ansible's SSH connection sharing, per fleet: addresses repeat across fleets,
-        # and a master connection left from an earlier one must never be reused.
-        self.control_path_dir = self.workdir / "cp"
+        # and a master connection left from an earlier one must never be reused. In /tmp
+        # under a short name: a socket path holds 107 bytes at most, and a deep workdir
+        # (pytest's, under xdist) plus ssh's own suffix would pass that.
+        digest = hashlib.sha256(str(self.workdir.resolve()).encode()).hexdigest()[:12]
+        self.control_path_dir = Path(tempfile.gettempdir()) / f"fleetperf-cp-{digest}"
         self.known_hosts = self.workdir / "known_hosts"
         self._bridge_up = False
 
@@ -227,6 +231,7 @@ class Fleet:
             subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
             self._bridge_up = False
         (self.workdir / STATE).unlink(missing_ok=True)
+        shutil.rmtree(self.control_path_dir, ignore_errors=True)
 
     # -- hosts -----------------------------------------------------------------
     def veth(self, host: Host) -> str:
@@ -440,8 +445,7 @@ def down(workdir: Path) -> int:
     fleet.close()
     for name in (INVENTORY, "client_key", "client_key.pub", "known_hosts"):
         (workdir / name).unlink(missing_ok=True)
-    for name in ("hosts", "cp"):
-        shutil.rmtree(workdir / name, ignore_errors=True)
+    shutil.rmtree(workdir / "hosts", ignore_errors=True)
     return count
 
 
