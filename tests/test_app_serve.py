@@ -121,6 +121,7 @@ async def _screenshot(devtools: str, url: str, timeout: float) -> tuple[bytes, b
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs the Debian package chromium")
+@pytest.mark.slow
 def test_serve_shows_the_cases_screen_in_a_browser(tmp_path: Path) -> None:
     port, debug_port = _free_port(), _free_port()
     env = {

@@ -102,6 +102,7 @@ def test_megatron_layout_converts_to_the_same_model(data_dir: Path, tmp_path: Pa
     assert torch.equal(a, b)
 
 
+@pytest.mark.slow
 def test_tensor_parallel_2_matches_one_process(data_dir: Path, tmp_path: Path) -> None:
     one = _python(str(PROBE), str(data_dir), str(tmp_path / "one.pt"))
     assert one.returncode == 0, one.stderr[-3000:]

@@ -50,6 +50,7 @@ def test_hosts_chosen_by_vendor_chip_and_devices(tmp_path: Path) -> None:
     assert not (tmp_path / "results" / "runs").exists()  # planning launches nothing
 
 
+@pytest.mark.slow
 def test_independent_runs_share_no_host_and_run_at_once(emitter: Fleetperf, tmp_path: Path) -> None:
     inv = write_inventory(
         tmp_path / "inv.yml",
