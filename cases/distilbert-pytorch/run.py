@@ -304,16 +304,5 @@ def model_flops(model: Any, seq_len: int) -> harness.ModelFlops:
     return harness.ModelFlops(per_token, 6 * head, formula)
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="distilbert-pytorch workload")
-    parser.add_argument("--config", required=True, type=Path, help="RUN_DIR/config.json")
-    parser.add_argument("--data-dir", required=True, type=Path, help="the case's data directory")
-    parser.add_argument("--run-dir", required=True, type=Path, help="where events.jsonl goes")
-    return parser.parse_args(argv)
-
-
 if __name__ == "__main__":
-    args = parse_args()
-    env = harness.DistEnv.from_env()
-    events = harness.EventWriter(args.run_dir / "events.jsonl", env.rank, env.local_rank)
-    sys.exit(harness.guarded(events, lambda: main(args, env, events)))
+    sys.exit(harness.run_workload("distilbert-pytorch workload", main))

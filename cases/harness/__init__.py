@@ -54,7 +54,7 @@ from harness.perf import (
 from harness.result import ModelFlops, build_result
 from harness.sysmon import SysSampler
 from harness.vendors import PRECISIONS_BY_VENDOR, precision_problem
-from harness.workload import InputError, guarded, load_config, require_paths
+from harness.workload import InputError, guarded, load_config, require_paths, run_workload
 
 __all__ = [
     "METRICS",
@@ -76,6 +76,7 @@ __all__ = [
     "chip_from_device_name",
     "datasheet_peak",
     "guarded",
+    "run_workload",
     "host_total_gib",
     "inference_flops_per_token",
     "init_distributed",

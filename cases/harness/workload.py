@@ -7,6 +7,7 @@ data path, an unreadable config, an unsupported setting): nothing was trained.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -15,6 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from harness.dist import DistEnv
 from harness.events import EventWriter
 from harness.perf import mark_main_start
 
@@ -82,3 +84,19 @@ def guarded(events: EventWriter, main: Callable[[], int | None]) -> int:
         if not isinstance(e, (InputError, SystemExit)):
             traceback.print_exception(e, file=sys.stderr)
         return code
+
+
+def run_workload(
+    description: str,
+    main: Callable[[argparse.Namespace, DistEnv, EventWriter], int | None],
+) -> int:
+    """The contract's entry point (docs/workload-contract.md): parse --config, --data-dir
+    and --run-dir, open the rank's event writer, and run ``main`` under ``guarded``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--config", required=True, type=Path, help="RUN_DIR/config.json")
+    parser.add_argument("--data-dir", required=True, type=Path, help="the case's data directory")
+    parser.add_argument("--run-dir", required=True, type=Path, help="where events.jsonl goes")
+    args = parser.parse_args()
+    env = DistEnv.from_env()
+    events = EventWriter(args.run_dir / "events.jsonl", env.rank, env.local_rank)
+    return guarded(events, lambda: main(args, env, events))

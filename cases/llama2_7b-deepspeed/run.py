@@ -245,16 +245,5 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
     return 0
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description="llama2_7b-deepspeed workload")
-    parser.add_argument("--config", required=True, type=Path, help="RUN_DIR/config.json")
-    parser.add_argument("--data-dir", required=True, type=Path, help="the case's data directory")
-    parser.add_argument("--run-dir", required=True, type=Path, help="where events.jsonl goes")
-    return parser.parse_args(argv)
-
-
 if __name__ == "__main__":
-    args = parse_args()
-    env = harness.DistEnv.from_env()
-    events = harness.EventWriter(args.run_dir / "events.jsonl", env.rank, env.local_rank)
-    sys.exit(harness.guarded(events, lambda: main(args, env, events)))
+    sys.exit(harness.run_workload("llama2_7b-deepspeed workload", main))
