@@ -49,5 +49,8 @@ def test_two_ssh_nodes_run_one_case(emitter: Fleetperf, tmp_path: Path) -> None:
     }
     # Each node ran under its own run root, and both nodes' files came back.
     for h in nodes:
-        assert (h.root / "runs" / rec["run_id"] / "exit_code").read_text() == "0"
+        host_run = h.root / "runs" / rec["run_id"]
+        assert (host_run / "exit_code").read_text() == "0"
         assert (run_dir / "hosts" / h.name / "stdout.log").is_file()
+        # The lines came through the ssh follower (tui/stream.py): no poll read any.
+        assert not (host_run / "events.offset").exists()

@@ -218,6 +218,40 @@ def test_tail_returns_at_the_stall_deadline_and_on_exit(run_dir: Path) -> None:
     assert res["stderr_tail"].endswith("Traceback: the end\n")
 
 
+def test_tail_for_a_followed_host_waits_for_the_end_without_lines(run_dir: Path) -> None:
+    (run_dir / "workload.pid").write_text(NO_PID)
+    events = run_dir / "events.jsonl"
+    events.write_text('{"kind": "start"}\n')
+
+    def workload() -> None:
+        time.sleep(1.0)
+        with events.open("a") as f:
+            f.write('{"kind": "result"}\n')  # lines do not end the hold: the exit does
+        time.sleep(1.0)
+        (run_dir / "exit_code").write_text("0")
+
+    thread = threading.Thread(target=workload)
+    thread.start()
+    res, took = tail(run_dir, lines=False, wait=30)
+    thread.join()
+    assert 2.0 <= took < 4.0
+    assert res["lines"] == [] and res["finished"] and res["exit_code"] == 0
+    assert res["events_bytes"] == events.stat().st_size  # what the follower must have read
+    assert not (run_dir / "events.offset").exists()  # the poll read nothing
+
+
+def test_launch_creates_the_events_file_and_names_it(run_dir: Path) -> None:
+    res, _ = module(
+        "fleetperf_launch",
+        run_dir.parent,
+        run_dir=str(run_dir),
+        argv=[sys.executable, "-c", "pass"],
+        chdir=str(run_dir),
+    )
+    # It exists before any follower starts: tail -F on a missing file polls once a second.
+    assert res["events"] == str(run_dir / "events.jsonl") and Path(res["events"]).is_file()
+
+
 # ------------------------------------------------------------------------------ preflight
 def preflight(tmp: Path, run_id: str = "run-1", **args: object) -> tuple[dict, float]:
     (tmp / "data" / "case").mkdir(parents=True, exist_ok=True)

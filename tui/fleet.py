@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -20,10 +21,25 @@ from ansible_runner import Runner, RunnerConfig
 
 from tui import images
 from tui.catalog import REPO_ROOT, CatalogError, RunSpec
-from tui.events import CaseResult, Event, HostState, WorkloadError, as_dict, from_runner
+from tui.events import (
+    LAUNCH_ACTION,
+    TAIL_ACTION,
+    CaseResult,
+    Event,
+    HostState,
+    WorkloadError,
+    as_dict,
+    from_runner,
+    parse_line,
+    task_action,
+)
+from tui.stream import Follower, Reach
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
 POLL_S = 30.0  # longest hold of one poll while nothing happens (it returns on new lines)
+DRAIN_S = 5.0  # longest wait at a host's end for its follower to hand on the last lines
+# What a run leaves in a host's run directory that the controller keeps.
+HOST_FILES = ("events.jsonl", "stdout.log", "stderr.log", "exit_code", "config.json")
 
 Status = Literal["passed", "failed", "aborted", "bad_input"]
 
@@ -175,6 +191,8 @@ class Launch:
     results_dir: Path
     data_root: Path
     lease_wait_s: float = 0.0  # how long preflight waits for a host another run holds
+    # Hosts whose events file the controller follows itself (tui/stream.py), and how.
+    follow: dict[str, Reach] = field(default_factory=dict)
 
     @property
     def run_dir(self) -> Path:
@@ -212,6 +230,10 @@ class Launch:
             "fleetperf_controller": _controller(),
             "fleetperf_lease_wait_s": self.lease_wait_s,
             "fleetperf_fetch_dir": str(self.run_dir / "hosts"),
+            "fleetperf_host_files": list(HOST_FILES),
+            "fleetperf_follow": {
+                host: "here" if how.ssh is None else "ssh" for host, how in self.follow.items()
+            },
             # Docker hosts: the image, tagged by a hash of what builds it (tui/images.py).
             "fleetperf_expected_image": images.expected_image(spec.config.vendor) or "",
             **controller_vars(self.results_dir, self.data_root),
@@ -232,7 +254,8 @@ def _now() -> str:
 
 
 class _Tracker:
-    """Folds the event stream into what the outcome needs, and keeps a log of it."""
+    """Folds the event stream into what the outcome needs, and keeps a log of it. Events
+    come from ansible-runner's thread and from the followers' threads."""
 
     def __init__(self, launch: Launch, on_event: Callable[[Event], None]) -> None:
         self.run_id = launch.run_id
@@ -243,24 +266,59 @@ class _Tracker:
         self.bad_input: str | None = None
         self.phases = dict.fromkeys(launch.hosts, "preflight")
         self.launched = False  # a workload started on some host
+        self.follow = launch.follow
+        self.followers: dict[str, Follower] = {}
+        self.host_dirs: dict[str, Path] = {}  # run dirs of hosts that share our files
+        self._lock = threading.Lock()
 
     def __call__(self, raw: dict[str, Any]) -> bool:
         received = time.time()
+        data = raw.get("event_data") or {}
+        host, res = data.get("host", ""), data.get("res") or {}
+        if raw.get("event") == "runner_on_ok" and host in self.follow:
+            if task_action(data) == LAUNCH_ACTION and res.get("events"):
+                self._start_follower(host, str(res["events"]))
+            elif task_action(data) == TAIL_ACTION and res.get("exit_code") is not None:
+                # The host's end comes after every line its workload wrote before it.
+                self._drain(host, int(res.get("events_bytes") or 0))
         for ev in from_runner(self.run_id, raw, received):
             self.emit(ev)
         return False  # ansible-runner keeps no job_events: they would hold module arguments
 
+    def _start_follower(self, host: str, events: str) -> None:
+        if host in self.followers:
+            return
+        if self.follow[host].ssh is None:
+            self.host_dirs[host] = Path(events).parent
+
+        def on_line(line: str) -> None:
+            if ev := parse_line(self.run_id, host, line):
+                self.emit(ev)
+
+        self.followers[host] = Follower(self.follow[host].argv(events), on_line)
+
+    def _drain(self, host: str, size: int) -> None:
+        follower = self.followers.get(host)
+        if follower and not follower.drain(size, DRAIN_S):
+            note = f"host {host}: events after byte {follower.received} not received in time"
+            self.errors.append(note)
+
+    def close_followers(self) -> None:
+        for follower in self.followers.values():
+            follower.close()
+
     def emit(self, ev: Event) -> None:
-        if isinstance(ev, HostState):
-            ev = self._fold_host(ev)
-        else:
-            self.log.write(json.dumps(as_dict(ev)) + "\n")
-            self.log.flush()
-        if isinstance(ev, CaseResult):
-            self.result = ev
-        elif isinstance(ev, WorkloadError):
-            self.errors.insert(0, f"host {ev.host} rank {ev.rank}: {ev.message}")
-        self.on_event(ev)
+        with self._lock:
+            if isinstance(ev, HostState):
+                ev = self._fold_host(ev)
+            else:
+                self.log.write(json.dumps(as_dict(ev)) + "\n")
+                self.log.flush()
+            if isinstance(ev, CaseResult):
+                self.result = ev
+            elif isinstance(ev, WorkloadError):
+                self.errors.insert(0, f"host {ev.host} rank {ev.rank}: {ev.message}")
+            self.on_event(ev)
 
     def _fold_host(self, ev: HostState) -> HostState:
         if ev.message and not ev.message.startswith(f"host {ev.host}"):
@@ -281,6 +339,16 @@ class _Tracker:
         for host, phase in list(self.phases.items()):
             if phase == "running":
                 self.emit(HostState(self.run_id, host, "stopped"))
+
+
+def _copy_host_files(host_dirs: dict[str, Path], fetch_dir: Path) -> None:
+    """What the play's fetch does for other hosts, for hosts that share our files."""
+    for host, src in host_dirs.items():
+        dest = fetch_dir / host
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in HOST_FILES:
+            if (src / name).is_file():
+                shutil.copyfile(src / name, dest / name)
 
 
 def run_case(
@@ -304,7 +372,9 @@ def run_case(
         if cancel.is_set():  # Ctrl-C may also have stopped ansible-playbook before its cleanup
             stop(launch)
         tracker.stopped()
+        _copy_host_files(tracker.host_dirs, run_dir / "hosts")
     finally:
+        tracker.close_followers()
         tracker.log.close()
     outcome = Outcome(status="failed", result=tracker.result, started=started, finished=_now())
     if cancel.is_set():
@@ -335,6 +405,7 @@ def stop_run(
         "fleetperf_run_id": run_id,
         "fleetperf_hosts": hosts,
         "fleetperf_fetch_dir": str(run_dir / "hosts"),
+        "fleetperf_host_files": list(HOST_FILES),
         **controller_vars(results_dir, data_root),
     }
     runner = _runner(run_dir / "ansible-cleanup", "stop.yml", inventory, extravars, len(hosts))

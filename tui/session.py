@@ -22,7 +22,7 @@ from typing import Literal
 
 from harness.vendors import precision_problem
 
-from tui import catalog, fleet, images
+from tui import catalog, fleet, images, stream
 from tui.events import CaseResult, Event, RunFinished, RunStarted
 from tui.record import CaseMetric, RunRecord, now_utc_iso
 from tui.store import ResultStore, controller_id, mark_interrupted
@@ -243,6 +243,8 @@ class Session:
         return batch
 
     def _launch(self, plan: RunPlan) -> fleet.Launch:
+        hostvars = self._inventory.hostvars if self._inventory else {}
+        follow = {h: how for h in plan.hosts if (how := stream.reach(h, hostvars.get(h, {})))}
         return fleet.Launch(
             spec=plan.spec,
             run_id=plan.run_id,
@@ -251,6 +253,7 @@ class Session:
             results_dir=self.results_dir,
             data_root=self.data_root,
             lease_wait_s=self.lease_wait_s,
+            follow=follow,
         )
 
     def _execute(self, run: RunHandle, batch_id: str) -> None:

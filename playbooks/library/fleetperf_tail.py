@@ -20,8 +20,15 @@ description:
     C(stop_reason) why M(fleetperf_stop) signalled it, if it did.
   - Touches C(heartbeat) in O(run_dir) while it holds: the host lease's proof of life.
     Adds its own CPU time to C(poll_cpu_s) there: what polling cost the host.
+  - With O(lines=false) (a host whose file the controller follows itself, tui/stream.py)
+    it returns no lines and holds until the workload ended, a stall, a time-out or
+    O(wait); C(events_bytes), the file's size, tells the follower how much to wait for.
 options:
   run_dir: {description: The host's run directory., type: path, required: true}
+  lines:
+    description: Return the new lines (false: the controller follows the file itself).
+    type: bool
+    default: true
   wait:
     description: Longest hold in seconds when nothing happens.
     type: float
@@ -156,7 +163,8 @@ def container_ended(run: Run) -> None:
 
 
 def hold(run: Run, offset: int, params: dict) -> tuple[list[str], int, bool]:
-    """Wait for new lines, the exit, or the deadline; return lines, new offset, exited."""
+    """Wait for new lines (if wanted), the exit, or the deadline; return lines, new
+    offset, exited."""
     deadline = run.deadline(params)
     # The last return that carried lines wrote the offset file: space the next from it.
     ready_at = mtime(run.offset_file, 0.0) + params["min_gap"]
@@ -167,7 +175,7 @@ def hold(run: Run, offset: int, params: dict) -> tuple[list[str], int, bool]:
         if exited or now >= deadline or ansible_gone():
             break
         # A complete new line is what counts: a line still being written is no reason to go.
-        if (end := size(run.events)) > seen and time.time() >= ready_at:
+        if params["lines"] and (end := size(run.events)) > seen and time.time() >= ready_at:
             if read_new(run.events, offset, params["max_bytes"])[0]:
                 break
             seen = end
@@ -175,6 +183,8 @@ def hold(run: Run, offset: int, params: dict) -> tuple[list[str], int, bool]:
             run.beat()
             next_beat = now + HEARTBEAT_S
         time.sleep(TICK_S)
+    if not params["lines"]:
+        return [], offset, exited
     lines, new_offset = read_new(run.events, offset, params["max_bytes"])
     return lines, new_offset, exited
 
@@ -183,6 +193,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "run_dir": {"type": "path", "required": True},
+            "lines": {"type": "bool", "default": True},
             "wait": {"type": "float", "default": 1.0},
             "min_gap": {"type": "float", "default": 0.0},
             "max_bytes": {"type": "int", "default": 1048576},
@@ -205,6 +216,7 @@ def main() -> None:
         stderr_tail = read_text(os.path.join(run.dir, "stderr.log"), STDERR_TAIL_BYTES)
         stop_reason = read_text(os.path.join(run.dir, "stop_reason"))
     now = time.time()
+    events_bytes = size(run.events)
     last_event = max(run.started, mtime(run.events, run.started))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu_s = usage.ru_utime + usage.ru_stime  # this poll's own CPU time, start-up included
@@ -215,7 +227,9 @@ def main() -> None:
         lines=lines,
         offset=new_offset,
         exit_code=exit_code,  # not "rc": Ansible fails any result whose rc is non-zero
-        finished=exited and size(run.events) <= new_offset + 1,
+        # Polled: every line written before the exit handed back; followed: the exit.
+        finished=exited and (not module.params["lines"] or events_bytes <= new_offset + 1),
+        events_bytes=events_bytes,
         timed_out=not exited and now - run.started > module.params["timeout_s"],
         stalled=not exited and now - last_event > module.params["stall_s"],
         stderr_tail=stderr_tail,
