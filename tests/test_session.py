@@ -13,7 +13,7 @@ from conftest import REPO, Fleetperf, local_host, write_inventory
 from tui import catalog
 from tui.catalog import CatalogError
 from tui.events import Event, HostState, MetricSample, RunFinished, RunStarted
-from tui.session import Session
+from tui.session import REPLAY_SAMPLES, Session, _Subscribers
 
 
 def session(fp: Fleetperf, inventory: Path) -> Session:
@@ -137,3 +137,22 @@ def test_a_precision_the_vendor_cannot_run_is_refused_before_launch(tmp_path: Pa
         " it has fp32, bf16"
     )
     assert not (tmp_path / "results" / "runs").exists()
+
+
+def test_a_late_subscriber_gets_every_state_and_the_newest_samples_in_order() -> None:
+    subscribers = _Subscribers()
+    emitted: list[Event] = [RunStarted("r", "c", "cpu/CPUx1x1", ["h"], 0.0)]
+    for step in range(REPLAY_SAMPLES + 100):
+        if step == 50:  # a state among the samples that will be dropped from the replay
+            emitted.append(HostState("r", "h", "running"))
+        emitted.append(
+            MetricSample("r", "h", 0, step, step, step, step, None, 1.0, None, 1.0, None, None)
+        )
+    emitted.append(RunFinished("r", "passed", None, 1.0))
+    for ev in emitted:
+        subscribers.emit(ev)
+    replay: list[Event] = []
+    subscribers.subscribe(replay.append)
+    samples = [ev for ev in emitted if isinstance(ev, MetricSample)]
+    others = [ev for ev in emitted if not isinstance(ev, MetricSample)]
+    assert replay == others[:2] + samples[-REPLAY_SAMPLES:] + others[2:]

@@ -9,12 +9,15 @@ No torch, no textual.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 import os
 import shutil
 import threading
 import time
 import traceback
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +26,7 @@ from typing import Literal
 from harness.vendors import precision_problem
 
 from tui import catalog, fleet, images, stream
-from tui.events import CaseResult, Event, RunFinished, RunStarted
+from tui.events import CaseResult, Event, MetricSample, RunFinished, RunStarted, SysSample
 from tui.record import CaseMetric, RunRecord, now_utc_iso
 from tui.store import ResultStore, controller_id, mark_interrupted
 
@@ -38,21 +41,27 @@ class RunPlan:
     hosts: list[str]
 
 
+REPLAY_SAMPLES = 5000  # the newest samples a late subscriber gets back (other events: all)
+
+
 class _Subscribers:
     """Callbacks for a stream of events. A late subscriber first gets the events so far,
     so subscribing just after ``start()`` misses nothing (events emitted during that
-    replay may interleave with it)."""
+    replay may interleave with it). Of the samples, which a long run emits without end,
+    only the newest ``REPLAY_SAMPLES`` are kept for that."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._callbacks: list[Callback] = []
-        self._history: list[Event] = []
+        self._seq = itertools.count()
+        self._kept: list[tuple[int, Event]] = []
+        self._samples: deque[tuple[int, Event]] = deque(maxlen=REPLAY_SAMPLES)
 
     def subscribe(self, cb: Callback) -> Callable[[], None]:
         with self._lock:
             self._callbacks.append(cb)
-            past = list(self._history)
-        for ev in past:
+            past = list(heapq.merge(self._kept, self._samples, key=lambda entry: entry[0]))
+        for _, ev in past:
             cb(ev)
 
         def unsubscribe() -> None:
@@ -64,7 +73,11 @@ class _Subscribers:
 
     def emit(self, ev: Event) -> None:
         with self._lock:
-            self._history.append(ev)
+            entry = (next(self._seq), ev)
+            if isinstance(ev, MetricSample | SysSample):
+                self._samples.append(entry)
+            else:
+                self._kept.append(entry)
             callbacks = list(self._callbacks)
         for cb in callbacks:
             cb(ev)
