@@ -7,16 +7,16 @@ ansible-runner each) or as one N-node run (``--mode nodes``: config CPUxNx1, tor
 every host), and measures, from the typed events the engine hands its subscribers:
 
 - latency: ``received - t`` of every MetricSample (the workload stamps ``t`` when it
-  writes the line, the controller ``received`` when ansible-runner hands it over; one
-  clock, since the hosts are on this machine);
+  writes the line, the controller ``received`` when the host's follower, tui/stream.py,
+  hands it over; one clock, since the hosts are on this machine);
 - launch: seconds from ``Session.start`` until every host is in phase running, and until
   the controller holds a step from every host;
-- bytes per poll: bytes on each host's link (both ways) between its first and its last
-  step, over its polls in that time that carried lines (a poll's lines share one
-  ``received``; polls that returned nothing are not counted, so this is an upper bound;
-  in ``nodes`` mode the link also carries torchrun's own traffic);
-- host CPU per poll: what ``fleetperf_tail`` counted of its own CPU (start-up included),
-  over the polls that carried lines (an upper bound, as above);
+- bytes per step: bytes on each host's link (both ways) between its first and its last
+  step, over the steps it streamed in that time (the link also carries the other lines,
+  the end-watching polls, ssh keep-alives and, in ``nodes`` mode, torchrun's traffic);
+- host CPU: what watching costs the hosts: the end-watching polls (``fleetperf_tail``
+  adds up its own CPU, start-up included) and the followers' remote ``tail -F`` (read
+  from /proc once a second), per host and as a share of one core;
 - controller CPU: user+system seconds of this process and all it started (ansible-playbook,
   its forks, ssh, and the ssh connection masters, which outlive the run) per host, and as
   a share of one core per host over the run.
@@ -100,6 +100,33 @@ def ssh_masters_cpu(control_path_dir: Path) -> float:
     return total
 
 
+class FollowerCpu(threading.Thread):
+    """Once a second, the CPU seconds of every remote ``tail -F`` that follows a file under
+    ``root`` (the followers' host side; each ends with its run, so the last reading counts)."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(daemon=True)
+        self.root = str(root).encode()
+        self.seen: dict[int, float] = {}
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        tick = os.sysconf("SC_CLK_TCK")
+        while not self.stopping.wait(1.0):
+            for proc in Path("/proc").iterdir():
+                try:
+                    argv = (proc / "cmdline").read_bytes().split(b"\0")
+                    if argv[0] != b"tail" or not any(a.startswith(self.root) for a in argv):
+                        continue
+                    fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+                except (OSError, IndexError):
+                    continue
+                self.seen[int(proc.name)] = (int(fields[11]) + int(fields[12])) / tick
+
+    def total(self) -> float:
+        return sum(self.seen.values())
+
+
 def quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -136,6 +163,8 @@ def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
 
         counter = LinkCounters({h.name: fleet.veth(h) for h in fleet.hosts.values()})
         counter.start()
+        followers = FollowerCpu(work / "fleet")
+        followers.start()
         cpu0 = cpu_seconds()
         started = time.time()
         batch = engine.start(plans)
@@ -150,7 +179,9 @@ def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
             for f in h.root.glob("runs/*/poll_cpu_s")
         )
         counter.stopping.set()
+        followers.stopping.set()
         counter.join()
+        followers.join()
         engine.close()
 
     for record in records:
@@ -160,13 +191,13 @@ def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
     for s in samples:
         received.setdefault(s.host, []).append(s.received)
     t_all = max(min(r) for r in received.values())  # the last host's first step
-    # Per host, while it streams: polls after its first one, and the bytes on its link.
-    polls = moved = 0
+    # Per host, while it streams: the steps after its first one, and the bytes on its link.
+    steps_streamed = moved = 0
     for host, stamps in received.items():
-        polls += len(set(stamps)) - 1
+        steps_streamed += len(stamps) - 1
         moved += counter.at(host, max(stamps)) - counter.at(host, min(stamps))
     latency = [s.received - s.t for s in samples]
-    all_polls = len({(s.host, s.received) for s in samples})
+    host_cpu = host_poll_cpu + followers.total()
     return {
         "hosts": n,
         "mode": mode,
@@ -176,13 +207,14 @@ def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
         "latency_max_s": round(max(latency), 3),
         "launch_running_s": round(max(running.values()) - started, 2),
         "launch_first_step_s": round(t_all - started, 2),
-        "polls_per_host_per_s": round(polls / sum(max(r) - min(r) for r in received.values()), 2),
-        "bytes_per_poll": round(moved / polls) if polls else None,
+        "bytes_per_step": round(moved / steps_streamed) if steps_streamed else None,
         "wall_s": round(wall, 1),
         "controller_cpu_s_per_host": round(cpu / n, 2),
         "controller_core_share_per_host": round(cpu / n / wall, 3),
-        "controller_cpu_ms_per_poll": round(1000 * cpu / all_polls),
-        "host_poll_cpu_ms_per_poll": round(1000 * host_poll_cpu / all_polls),
+        "host_cpu_s_per_host": round(host_cpu / n, 2),
+        "host_polls_cpu_s_per_host": round(host_poll_cpu / n, 2),
+        "host_core_share_per_host": round(host_cpu / n / wall, 4),
+        "followers_seen": len(followers.seen),
     }
 
 
