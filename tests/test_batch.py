@@ -64,6 +64,38 @@ def test_passing_run_streams_steps_and_stores_the_record(emitter: Fleetperf, rea
     assert (host_run / "events.offset").exists() == (reached == "polled")
 
 
+def _followers_under(root: Path) -> list[int]:
+    """The `tail -F` followers (tui/stream.py) of files under root."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0") if proc.name.isdigit() else []
+        except OSError:
+            continue
+        if argv[:1] == [b"tail"] and any(a.startswith(str(root).encode()) for a in argv):
+            found.append(int(proc.name))
+    return found
+
+
+def test_lines_a_dead_follower_missed_come_from_the_host_file(emitter: Fleetperf) -> None:
+    proc = emitter.popen(
+        "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "--set", "steps=12"
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if " step      3 " in line:
+            break
+    (follower,) = _followers_under(emitter.results)
+    os.kill(follower, signal.SIGKILL)  # as an ssh follower whose connection dropped
+    rest, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, rest + err
+    (rec,) = emitter.records()
+    assert rec["status"] == "passed" and rec["metrics"]["acc"] == 1.0
+    log = emitter.results / "runs" / rec["run_id"] / "events.jsonl"
+    steps = [json.loads(x) for x in log.read_text().splitlines()]
+    assert sorted(r["step"] for r in steps if r["type"] == "MetricSample") == list(range(1, 13))
+
+
 def test_workload_failure_exits_1_with_its_message(emitter: Fleetperf) -> None:
     out = emitter.batch("emitter", "cpu/CPUx1x1", "fail_at_step=3")
     assert out.returncode == 1, out.stdout + out.stderr
