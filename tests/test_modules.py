@@ -240,18 +240,6 @@ def test_tail_for_a_followed_host_waits_for_the_end_without_lines(run_dir: Path)
     assert not (run_dir / "events.offset").exists()  # the poll read nothing
 
 
-def test_launch_creates_the_events_file_and_names_it(run_dir: Path) -> None:
-    res, _ = module(
-        "fleetperf_launch",
-        run_dir.parent,
-        run_dir=str(run_dir),
-        argv=[sys.executable, "-c", "pass"],
-        chdir=str(run_dir),
-    )
-    # It exists before any follower starts: tail -F on a missing file polls once a second.
-    assert res["events"] == str(run_dir / "events.jsonl") and Path(res["events"]).is_file()
-
-
 # ------------------------------------------------------------------------------ preflight
 def preflight(tmp: Path, run_id: str = "run-1", **args: object) -> tuple[dict, float]:
     (tmp / "data" / "case").mkdir(parents=True, exist_ok=True)
@@ -283,6 +271,10 @@ def test_preflight_prepares_the_run_dir_and_refuses_what_is_missing(tmp_path: Pa
     assert json.loads((tmp_path / "runs" / "run-1" / "config.json").read_text()) == {
         "hp": {"steps": 1}
     }
+    # The events file exists for the controller's follower before the launch: tail -F on a
+    # missing file would poll once a second instead of using inotify.
+    assert res["events"] == str(tmp_path / "runs" / "run-1" / "events.jsonl")
+    assert Path(res["events"]).is_file() and Path(res["events"]).stat().st_size == 0
 
 
 def test_preflight_refuses_a_master_port_in_use(tmp_path: Path) -> None:

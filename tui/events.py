@@ -18,6 +18,7 @@ HostPhase = Literal["preflight", "running", "finished", "failed", "unreachable",
 # The modules of playbooks/library that the stream is keyed on (never task or play names).
 TAIL_ACTION = "fleetperf_tail"
 LAUNCH_ACTION = "fleetperf_launch"
+PREFLIGHT_ACTION = "fleetperf_preflight"
 
 
 @dataclass(frozen=True, slots=True)

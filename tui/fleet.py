@@ -22,7 +22,7 @@ from ansible_runner import Runner, RunnerConfig
 from tui import images
 from tui.catalog import REPO_ROOT, CatalogError, RunSpec
 from tui.events import (
-    LAUNCH_ACTION,
+    PREFLIGHT_ACTION,
     TAIL_ACTION,
     CaseResult,
     Event,
@@ -276,7 +276,8 @@ class _Tracker:
         data = raw.get("event_data") or {}
         host, res = data.get("host", ""), data.get("res") or {}
         if raw.get("event") == "runner_on_ok" and host in self.follow:
-            if task_action(data) == LAUNCH_ACTION and res.get("events"):
+            # Followed from the preflight on, so the workload's first line is not waited for.
+            if task_action(data) == PREFLIGHT_ACTION and res.get("events"):
                 self._start_follower(host, str(res["events"]))
             elif task_action(data) == TAIL_ACTION and res.get("exit_code") is not None:
                 # The host's end comes after every line its workload wrote before it.

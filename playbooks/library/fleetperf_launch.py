@@ -7,8 +7,7 @@ short_description: Start a fleetperf workload in the background
 description:
   - Starts O(argv) in a new session through a small supervisor process that writes
     C(stdout.log), C(stderr.log), C(workload.pid) and, when the workload ends, C(exit_code)
-    into O(run_dir). The module returns at once with C(events), the path of the run's
-    C(events.jsonl), which the controller follows (tui/stream.py) or M(fleetperf_tail) polls.
+    into O(run_dir). The module returns at once; M(fleetperf_tail) follows the run.
   - A run dir that already holds C(workload.pid) is left alone (idempotent).
 options:
   run_dir: {description: The host's run directory (must exist)., type: path, required: true}
@@ -53,7 +52,7 @@ os.replace(tmp, os.path.join(run_dir, "exit_code"))
 """
 
 
-def launch_container(module: AnsibleModule, run_dir: str, events: str) -> None:
+def launch_container(module: AnsibleModule, run_dir: str) -> None:
     """The supervisor and its workload in the vendor's image; only ``env`` goes in."""
     p = module.params
     why = fleetperf_docker.require_sdk()
@@ -66,7 +65,7 @@ def launch_container(module: AnsibleModule, run_dir: str, events: str) -> None:
         started = fleetperf_docker.launch(run_dir, target, p["container"], command, env)
     except Exception as exc:  # noqa: BLE001 - an engine error is this host's one-line failure
         module.fail_json(msg=f"host {p['host']}: docker: {str(exc).splitlines()[0]}")
-    module.exit_json(changed=started.pop("started"), events=events, **started)
+    module.exit_json(changed=started.pop("started"), **started)
 
 
 def main() -> None:
@@ -87,21 +86,15 @@ def main() -> None:
     )
     run_dir = module.params["run_dir"]
     pid_file = os.path.join(run_dir, "workload.pid")
-    events = os.path.join(run_dir, "events.jsonl")
     if not os.path.isdir(run_dir):
         module.fail_json(msg=f"run directory {run_dir} does not exist")
     if os.path.exists(pid_file):
         with open(pid_file) as f:
-            pid = int(f.read())
-        module.exit_json(changed=False, pid=pid, events=events, msg="already started")
+            module.exit_json(changed=False, pid=int(f.read()), msg="already started")
     if module.check_mode:
         module.exit_json(changed=True)
-    # The file exists before anyone follows it: `tail -F` on a missing file falls back to
-    # polling once a second instead of inotify (tui/stream.py).
-    with open(events, "a"):
-        pass
     if module.params["executor"] == "docker":
-        launch_container(module, run_dir, events)
+        launch_container(module, run_dir)
 
     env = dict(os.environ)
     env.update({str(k): str(v) for k, v in module.params["env"].items()})
@@ -117,7 +110,7 @@ def main() -> None:
     )
     with open(pid_file, "w") as f:
         f.write(str(proc.pid))
-    module.exit_json(changed=True, pid=proc.pid, events=events)
+    module.exit_json(changed=True, pid=proc.pid)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@ description:
   - Fails with one line naming O(host) when the case's data is missing, when the run root
     has less than O(min_free_gib) free, when O(master_port) is taken on this host, or when
     another run holds the host lease and does not let go within O(lease_wait_s).
-  - Creates O(run_root)/O(run_id) and writes O(config) there as C(config.json).
+  - Creates O(run_root)/O(run_id), writes O(config) there as C(config.json), and creates
+    the empty C(events.jsonl) that it returns as C(events): the controller follows it
+    (tui/stream.py) from before the launch, and C(tail -F) on a file that does not exist
+    yet falls back to polling once a second instead of inotify.
   - The lease is O(run_root)/fleetperf.lease, a JSON file naming the run and its
     controller. It is stale, and taken over, when its run's workload no longer runs and
     either the controller process is gone (same machine, same boot) or the run's
@@ -214,7 +217,12 @@ def main() -> None:
         f.write(json.dumps(p["config"], indent=2) + "\n")
     with open(os.path.join(run_dir, "heartbeat"), "w"):
         pass  # the lease's proof of life until the first poll
-    module.exit_json(changed=True, master_port=port, free_gib=round(free, 2), run_dir=run_dir)
+    events = os.path.join(run_dir, "events.jsonl")
+    with open(events, "a"):
+        pass
+    module.exit_json(
+        changed=True, master_port=port, free_gib=round(free, 2), run_dir=run_dir, events=events
+    )
 
 
 if __name__ == "__main__":
