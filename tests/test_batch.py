@@ -96,6 +96,23 @@ def test_lines_a_dead_follower_missed_come_from_the_host_file(emitter: Fleetperf
     assert sorted(r["step"] for r in steps if r["type"] == "MetricSample") == list(range(1, 13))
 
 
+def test_the_record_says_whether_the_data_was_synthetic(emitter: Fleetperf) -> None:
+    out = emitter.batch("emitter", "cpu/CPUx1x1", "steps=2")  # the fixture's hand-staged data
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "synthetic data" not in out.stdout
+    prep = emitter.run("prepare", "emitter", "--synthetic")
+    assert prep.returncode == 0, prep.stderr
+    manifest = json.loads((emitter.data_root / "emitter" / "fleetperf-data.json").read_text())
+    assert manifest["synthetic"] is True and manifest["source"] is None
+    out = emitter.batch("emitter", "cpu/CPUx1x1", "steps=2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "(synthetic data: fleetperf prepare --synthetic) |" in out.stdout  # status cell
+    staged, synthetic = emitter.records()
+    assert staged["synthetic_data"] is None and synthetic["synthetic_data"] is True
+    # The host's own load, read by its preflight (also on a host that is not this machine).
+    assert isinstance(synthetic["load_per_cpu"], float) and synthetic["load_per_cpu"] >= 0
+
+
 def test_workload_failure_exits_1_with_its_message(emitter: Fleetperf) -> None:
     out = emitter.batch("emitter", "cpu/CPUx1x1", "fail_at_step=3")
     assert out.returncode == 1, out.stdout + out.stderr

@@ -252,6 +252,7 @@ def preflight(tmp: Path, run_id: str = "run-1", **args: object) -> tuple[dict, f
         "requires": [],
         "config": {"hp": {"steps": 1}},
         "controller": CONTROLLER,
+        "data_manifest": "fleetperf-data.json",
     }
     return module("fleetperf_preflight", tmp, **{**params, **args})
 
@@ -275,6 +276,12 @@ def test_preflight_prepares_the_run_dir_and_refuses_what_is_missing(tmp_path: Pa
     # missing file would poll once a second instead of using inotify.
     assert res["events"] == str(tmp_path / "runs" / "run-1" / "events.jsonl")
     assert Path(res["events"]).is_file() and Path(res["events"]).stat().st_size == 0
+    assert 0 <= res["load_per_cpu"] < 1000 and res["synthetic_data"] is None  # no manifest
+    for made in (True, False):
+        manifest = tmp_path / "data" / "case" / "fleetperf-data.json"
+        manifest.write_text(json.dumps({"synthetic": made, "source": None}))
+        res, _ = preflight(tmp_path, run_root=str(tmp_path / f"runs-{made}"))  # own lease
+        assert res["synthetic_data"] is made
 
 
 def test_preflight_refuses_a_master_port_in_use(tmp_path: Path) -> None:

@@ -211,3 +211,18 @@ def test_a_version_1_store_is_migrated_with_its_runs(tmp_path: Path) -> None:
         assert conn.execute("SELECT count(*) FROM metrics WHERE run_id = 'old'").fetchone()[0] == 0
     finally:
         conn.close()
+
+
+def test_a_version_3_store_gains_the_synthetic_flag(tmp_path: Path) -> None:
+    path = tmp_path / "fleetperf.sqlite"
+    first, second = seed001_records()[:2]
+    with ResultStore(path) as store:
+        store.add(first)
+    conn = sqlite3.connect(path)  # back to version 3: no synthetic_data column
+    conn.executescript("ALTER TABLE runs DROP COLUMN synthetic_data; PRAGMA user_version = 3;")
+    conn.close()
+    with ResultStore(path) as store:
+        assert store.get(first.run_id) == first and first.synthetic_data is None
+        for flag in (True, False):
+            store.add(second.model_copy(update={"synthetic_data": flag}))
+            assert store.get(second.run_id).synthetic_data is flag

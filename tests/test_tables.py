@@ -161,6 +161,15 @@ def test_a_run_on_a_loaded_host_is_flagged() -> None:
     assert lines[5].endswith("| passed (loaded host: load 1.5 per CPU at start) |")
 
 
+def test_a_run_on_synthetic_data_is_flagged() -> None:
+    real, synthetic = seed001_records()[:2]
+    synthetic = synthetic.model_copy(update={"synthetic_data": True})
+    lines = to_markdown([real.model_copy(update={"synthetic_data": False}), synthetic])
+    rows = lines.splitlines()
+    assert rows[4].endswith("| 13.9/40.0 | passed |")
+    assert rows[5].endswith("| passed (synthetic data: fleetperf prepare --synthetic) |")
+
+
 def test_ids_legend_and_csv_end() -> None:
     records = seed001_records()
     lines = to_markdown(records, ids=True).splitlines()

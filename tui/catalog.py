@@ -21,6 +21,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # The harness always lives here; FLEETPERF_CASES_DIR points the catalog at other cases.
 HARNESS_DIR = REPO_ROOT / "cases"
 CASES_DIR = Path(os.environ.get("FLEETPERF_CASES_DIR", HARNESS_DIR)).resolve()
+# Written into a case's data directory by `fleetperf prepare`: how the data was made
+# (synthetic or staged from a source); the preflight reads it into the record.
+DATA_MANIFEST = "fleetperf-data.json"
 CONFIG_NAME = re.compile(r"^(?P<chip>[A-Za-z0-9_.-]+?)x(?P<nnodes>\d+)x(?P<nproc>\d+)$")
 PRECISIONS = ("fp32", "tf32", "amp", "fp16", "bf16")
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from ansible_runner import Runner, RunnerConfig
 
 from tui import images
-from tui.catalog import REPO_ROOT, CatalogError, RunSpec
+from tui.catalog import DATA_MANIFEST, REPO_ROOT, CatalogError, RunSpec
 from tui.events import (
     PREFLIGHT_ACTION,
     TAIL_ACTION,
@@ -231,6 +231,7 @@ class Launch:
             "fleetperf_lease_wait_s": self.lease_wait_s,
             "fleetperf_fetch_dir": str(self.run_dir / "hosts"),
             "fleetperf_host_files": list(HOST_FILES),
+            "fleetperf_data_manifest": DATA_MANIFEST,
             "fleetperf_follow": {
                 host: "here" if how.ssh is None else "ssh" for host, how in self.follow.items()
             },
@@ -247,6 +248,10 @@ class Outcome:
     result: CaseResult | None = None
     started: str = ""
     finished: str = ""
+    # From the hosts' preflights: the highest load per CPU among them, and whether the
+    # data was synthetic (True if on any host; None where no host's data says).
+    load_per_cpu: float | None = None
+    synthetic_data: bool | None = None
 
 
 def _now() -> str:
@@ -269,12 +274,15 @@ class _Tracker:
         self.follow = launch.follow
         self.followers: dict[str, Follower] = {}
         self.host_dirs: dict[str, Path] = {}  # run dirs of hosts that share our files
+        self.hosts_seen: dict[str, dict[str, Any]] = {}  # what each host's preflight saw
         self._lock = threading.Lock()
 
     def __call__(self, raw: dict[str, Any]) -> bool:
         received = time.time()
         data = raw.get("event_data") or {}
         host, res = data.get("host", ""), data.get("res") or {}
+        if raw.get("event") == "runner_on_ok" and task_action(data) == PREFLIGHT_ACTION:
+            self.hosts_seen[host] = {k: res.get(k) for k in ("load_per_cpu", "synthetic_data")}
         if raw.get("event") == "runner_on_ok" and host in self.follow:
             # Followed from the preflight on, so the workload's first line is not waited for.
             if task_action(data) == PREFLIGHT_ACTION and res.get("events"):
@@ -364,6 +372,13 @@ def _copy_host_files(host_dirs: dict[str, Path], fetch_dir: Path) -> None:
                 shutil.copyfile(src / name, dest / name)
 
 
+def _synthetic(per_host: list[bool | None]) -> bool | None:
+    """Synthetic if any host's data was; real only if every host's data says so."""
+    if True in per_host:
+        return True
+    return False if per_host and all(v is False for v in per_host) else None
+
+
 def run_case(
     launch: Launch,
     on_event: Callable[[Event], None],
@@ -391,7 +406,16 @@ def run_case(
     finally:
         tracker.close_followers()
         tracker.log.close()
-    outcome = Outcome(status="failed", result=tracker.result, started=started, finished=_now())
+    seen = tracker.hosts_seen.values()
+    loads = [v["load_per_cpu"] for v in seen if v["load_per_cpu"] is not None]
+    outcome = Outcome(
+        status="failed",
+        result=tracker.result,
+        started=started,
+        finished=_now(),
+        load_per_cpu=max(loads, default=None),
+        synthetic_data=_synthetic([v["synthetic_data"] for v in seen]),
+    )
     if cancel.is_set():
         outcome.status, outcome.error = "aborted", "aborted by the operator"
     elif tracker.bad_input and not tracker.launched:

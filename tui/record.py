@@ -130,9 +130,12 @@ class RunRecord(BaseModel):
     # What the controller knows: how and where the workload ran.
     executor: str | None = None
     image: str | None = None
-    # The first host's 1-minute load average / its CPUs when the run started, where the
-    # controller can read it (the host is this machine); tables flag a loaded host.
+    # The hosts' 1-minute load average per CPU in their preflight, just before the launch
+    # (the highest of them); tables flag a loaded host.
     load_per_cpu: float | None = None
+    # Whether the data and checkpoint were `fleetperf prepare --synthetic`'s (on any host);
+    # None where the data was staged without fleetperf prepare. Tables flag synthetic runs.
+    synthetic_data: bool | None = None
     case_metrics: list[CaseMetric] = Field(default_factory=list)
 
     # INTERNAL: for the store, the tables and cleanup; not part of the JSON record.

@@ -12,7 +12,6 @@ from __future__ import annotations
 import heapq
 import itertools
 import json
-import os
 import shutil
 import threading
 import time
@@ -309,7 +308,6 @@ class Session:
         executor = (inv.var(first, "fleetperf_executor") if inv else None) or "process"
         # The tag the docker hosts' preflight insisted on: a hash of what builds the image.
         image = images.expected_image(spec.config.vendor) if executor == "docker" else None
-        local = inv is not None and inv.var(first, "ansible_connection") == "local"
         return RunRecord(
             run_id=launch.run_id,
             batch_id=batch_id,
@@ -327,8 +325,6 @@ class Session:
             hp=spec.hp,
             executor=str(executor),
             image=str(image) if image else None,
-            # Only a host that is this machine has a load the controller can read.
-            load_per_cpu=round(os.getloadavg()[0] / (os.cpu_count() or 1), 2) if local else None,
             case_metrics=[CaseMetric(**m.model_dump()) for m in spec.case.metrics],
             columns=spec.case.report,
             short_names=spec.case.short_names,
@@ -354,5 +350,7 @@ class Session:
                 "metrics": {k: v for k, v in metrics.items() if k in known},
                 "notes": notes,
                 "environment": result.environment if result else {},
+                "load_per_cpu": outcome.load_per_cpu,
+                "synthetic_data": outcome.synthetic_data,
             }
         )

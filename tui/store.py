@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, Self
 
 from tui.record import RunRecord
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _RUNS = """CREATE TABLE runs (
     run_id         TEXT PRIMARY KEY,
@@ -44,6 +44,7 @@ _RUNS = """CREATE TABLE runs (
     executor       TEXT,
     image          TEXT,
     load_per_cpu   REAL,
+    synthetic_data INTEGER,  -- 1, 0, or NULL: not known
     case_metrics   TEXT NOT NULL,  -- JSON list of metric definitions
     report_columns TEXT NOT NULL,  -- JSON list
     short_names    TEXT NOT NULL,  -- JSON object
@@ -175,10 +176,13 @@ class ResultStore:
                 )
                 conn.execute("DROP TABLE runs")
                 conn.execute("ALTER TABLE runs_new RENAME TO runs")
-            elif version == 2:  # hp added; the raw load average became load per CPU
-                conn.execute("ALTER TABLE runs ADD COLUMN hp TEXT NOT NULL DEFAULT '{}'")
-                conn.execute("ALTER TABLE runs RENAME COLUMN load_avg TO load_per_cpu")
-                conn.execute("UPDATE runs SET load_per_cpu = NULL")
+            else:
+                if version == 2:  # hp added; the raw load average became load per CPU
+                    conn.execute("ALTER TABLE runs ADD COLUMN hp TEXT NOT NULL DEFAULT '{}'")
+                    conn.execute("ALTER TABLE runs RENAME COLUMN load_avg TO load_per_cpu")
+                    conn.execute("UPDATE runs SET load_per_cpu = NULL")
+                if version <= 3:  # whether the data was synthetic
+                    conn.execute("ALTER TABLE runs ADD COLUMN synthetic_data INTEGER")
             for statement in _INDEXES:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -244,6 +248,8 @@ def _read_record(conn: sqlite3.Connection, row: sqlite3.Row) -> RunRecord:
         value = row[_COLUMN.get(name, name)]
         fields[name] = json.loads(value) if name in _JSON_FIELDS else value
     fields["cleaned"] = bool(fields["cleaned"])
+    if fields["synthetic_data"] is not None:
+        fields["synthetic_data"] = bool(fields["synthetic_data"])
     return RunRecord(**fields, metrics={name: value for name, value in metrics})
 
 

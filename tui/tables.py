@@ -120,8 +120,8 @@ def _case_table(case: str, runs: list[RunRecord], ids: bool) -> str:
     for run in runs:
         metrics.update(run.registry())
     # A failed/aborted run keeps its partial numbers, so the table must say it did not pass;
-    # a run on a busy host is not silently mixed with quiet ones.
-    show_status = any(r.status != "passed" or _loaded(r) for r in runs)
+    # a run on a busy host or on synthetic data is not silently mixed with the others.
+    show_status = any(r.status != "passed" or _loaded(r) or r.synthetic_data for r in runs)
     header = [
         *(["run", "date"] if ids else []),
         "配置",
@@ -223,6 +223,8 @@ def _status_cell(run: RunRecord) -> str:
         cell += ": " + (run.error if len(run.error) <= 80 else run.error[:79] + "…")
     if _loaded(run):
         cell += f" (loaded host: load {run.load_per_cpu:g} per CPU at start)"
+    if run.synthetic_data:
+        cell += " (synthetic data: fleetperf prepare --synthetic)"
     return cell
 
 

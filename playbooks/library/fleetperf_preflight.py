@@ -42,6 +42,11 @@ options:
     type: float
     default: 0
   lease_stale_s: {description: Heartbeat age that makes a lease stale., type: float, default: 60}
+  data_manifest:
+    description: The file in O(data_dir) that C(fleetperf prepare) writes (how the data was
+      made). Its C(synthetic) comes back as C(synthetic_data), null where it is absent.
+    type: str
+    required: true
 """
 
 import json
@@ -57,6 +62,21 @@ LEASE = "fleetperf.lease"
 def missing_data(data_dir: str, requires: list[str]) -> list[str]:
     paths = [os.path.join(data_dir, p) for p in requires]
     return [p for p in paths if not os.path.exists(p)]
+
+
+def synthetic_data(data_dir: str, manifest: str) -> bool | None:
+    """Whether `fleetperf prepare --synthetic` made the data; None: staged some other way."""
+    try:
+        with open(os.path.join(data_dir, manifest)) as f:
+            value = json.load(f).get("synthetic")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, bool) else None
+
+
+def load_per_cpu() -> float:
+    """This host's 1-minute load average per CPU: other work on it when the run starts."""
+    return round(os.getloadavg()[0] / (os.cpu_count() or 1), 2)
 
 
 def free_gib(path: str) -> float:
@@ -177,6 +197,7 @@ def main() -> None:
             "controller": {"type": "dict", "required": True},
             "lease_wait_s": {"type": "float", "default": 0},
             "lease_stale_s": {"type": "float", "default": 60},
+            "data_manifest": {"type": "str", "required": True},
         },
         supports_check_mode=False,
     )
@@ -221,7 +242,13 @@ def main() -> None:
     with open(events, "a"):
         pass
     module.exit_json(
-        changed=True, master_port=port, free_gib=round(free, 2), run_dir=run_dir, events=events
+        changed=True,
+        master_port=port,
+        free_gib=round(free, 2),
+        run_dir=run_dir,
+        events=events,
+        load_per_cpu=load_per_cpu(),
+        synthetic_data=synthetic_data(p["data_dir"], p["data_manifest"]),
     )
 
 
