@@ -9,8 +9,11 @@ import pytest
 from app_support import fixed_inventory, make_app, plain, run, wait_for
 from textual.widgets import DataTable, Label, Tree
 
+from tui.app import hostcheck
 from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.screens.hosts import HostsScreen
+from tui.fleet import load_inventory
+from tui.images import expected_image
 
 
 def _cell(table: DataTable, row: str, col: str) -> str:
@@ -77,3 +80,17 @@ def test_provision_check_mode_shows_tasks_per_host_then_asks(tmp_path: Path) -> 
             assert _cell(tasks, "localhost", "mode") == "check"
 
     run(scenario())
+
+
+def test_a_docker_host_is_checked_for_the_tag_the_engine_expects(tmp_path: Path) -> None:
+    inventory = tmp_path / "docker.yml"
+    inventory.write_text(
+        "all:\n  children:\n    cpu:\n      hosts:\n        box:\n"
+        "          ansible_connection: local\n"
+        "          ansible_python_interpreter: '{{ ansible_playbook_python }}'\n"
+        "          fleetperf_executor: docker\n"
+    )
+    (check,) = hostcheck.preflight(load_inventory(inventory), ["box"]).values()
+    # The hash tag run.yml's preflight insists on, not group_vars' fleetperf_image.
+    tag = expected_image("cpu")
+    assert tag and check.image in (f"{tag} present", f"{tag} missing")

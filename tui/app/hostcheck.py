@@ -15,6 +15,7 @@ import ansible_runner
 
 from tui.catalog import REPO_ROOT
 from tui.fleet import Inventory, ansible_env
+from tui.images import expected_image
 
 PROVISION = REPO_ROOT / "provision.yml"
 VENDORS = ("nvidia", "iluvatar", "kunlunxin", "cpu")
@@ -78,9 +79,10 @@ def preflight(inv: Inventory, hosts: list[str]) -> dict[str, HostCheck]:
     images: dict[str, str] = {h: "not used (process executor)" for h in hosts if h not in docker}
     by_image: dict[str, list[str]] = {}
     for host in docker:
-        name = str(inv.var(host, "fleetperf_image") or "")
+        # The tag run.yml's preflight insists on: a hash of what builds the image.
+        name = expected_image(str(inv.var(host, "fleetperf_vendor") or "")) or ""
         if not _IMAGE.match(name):
-            images[host] = "no fleetperf_image set"
+            images[host] = "no images/<vendor> for this host's fleetperf_vendor"
         elif facts.get(host, {}).get("kind") == "ok":
             by_image.setdefault(name, []).append(host)
     for name, image_hosts in by_image.items():
