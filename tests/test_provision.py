@@ -33,6 +33,8 @@ import testhosts
 import yaml
 from dockerd import Dockerd, missing
 
+from tui import images
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # ansible-playbook of this environment
 SERVICE_USER = "fleetperf"
@@ -514,9 +516,11 @@ def test_nvidia_host_with_driver(check_run):
     assert "memlock unlimited" in results["Set memlock unlimited"]["diff"]
     assert "NCCL_IB_HCA=mlx5" in results["Write the NCCL settings file"]["diff"]
     assert results["Check the InfiniBand ports"]["status"] == "ok"
-    # The image: images/nvidia would be copied and built (no engine answers on this host).
+    # The image: the context the engine's images come from would be copied and built, with
+    # the tag run.yml's preflight insists on (no engine answers on this host).
     assert "Copy the build context" in would
-    assert "docker build -t fleetperf/nvidia:latest" in results["Report the image build"]["msg"]
+    tag = images.expected_image("nvidia")
+    assert f"docker build -t {tag} " in results["Report the image build"]["msg"]
     # The facts: 8 NVIDIA GPUs and one HCA.
     assert '\\"accelerator_count\\": 8' in results["Write the hardware local fact"]["diff"]
     assert "mlx5_0" in results["Write the hardware local fact"]["diff"]
