@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import typing
+
+import pytest
 
 from tui.events import (
     CaseResult,
     EvalSample,
+    Event,
     HostState,
     MetricSample,
+    SysSample,
     WorkloadError,
+    WorkloadStarted,
     from_runner,
     parse_line,
 )
@@ -148,5 +155,93 @@ def test_result_keeps_the_environment() -> None:
         "r1", "h", line(kind="result", status="passed", converged=True, metrics={}, environment=env)
     )
     assert isinstance(ev, CaseResult) and ev.environment == env
-    bad = parse_line("r1", "h", line(kind="result", status="passed", environment=[1]))
+    bad = parse_line(
+        "r1", "h", line(kind="result", status="passed", converged=True, environment=[1])
+    )
     assert isinstance(bad, CaseResult) and bad.environment == {}
+
+
+def test_events_are_immutable_values() -> None:
+    """The engine hands one event to every subscriber, on other threads: none may change it."""
+    for cls in typing.get_args(Event):
+        assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, cls
+        assert "__slots__" in vars(cls), cls  # no per-event dict: replays keep thousands
+        first = dataclasses.fields(cls)[0]
+        assert first.name == "run_id", cls
+
+
+@pytest.mark.parametrize(
+    "rec",
+    [
+        {"kind": "step", "t": 1.0, "step": 1, "samples": 8},  # no rank
+        {"kind": "step", "rank": 0, "step": 1, "samples": 8},  # no time
+        {"kind": "step", "t": 1.0, "rank": 0, "samples": 8},  # no step
+        {"kind": "step", "t": 1.0, "rank": 0, "step": 1},  # no samples
+        {"kind": "step", "t": 1.0, "rank": "zero", "step": 1, "samples": 8},
+        {"kind": "step", "t": 1.0, "rank": 0, "step": None, "samples": 8},
+        {"kind": "eval", "t": 1.0, "rank": 0, "value": 0.5},  # no name
+        {"kind": "start", "t": 1.0, "rank": 0},  # no world size
+        {"kind": "result", "t": 1.0, "rank": 0, "converged": True},  # no status
+        {"kind": "result", "t": 1.0, "rank": 0, "status": "passed"},  # converged unsaid
+    ],
+)
+def test_a_line_that_breaks_the_contract_is_dropped_not_guessed(rec: dict) -> None:
+    assert parse_line("r1", "h", json.dumps(rec)) is None
+
+
+def test_fields_come_through_as_written() -> None:
+    step = parse_line(
+        "r1", "h", json.dumps({"kind": "step", "t": 7.5, "rank": 3, "step": 2, "samples": 16})
+    )
+    assert isinstance(step, MetricSample)
+    assert (step.rank, step.t, step.step, step.samples, step.tokens) == (3, 7.5, 2, 16, None)
+    start = parse_line("r1", "h", line(kind="start", world_size=4))
+    assert start == WorkloadStarted("r1", "h", 0, 100.0, 4)
+    ev = parse_line("r1", "h", line(kind="eval", name="acc", value=0.75, samples="12"))
+    assert ev == EvalSample("r1", "h", 0, 100.0, "acc", 0.75, 12)
+    sys_ev = parse_line(
+        "r1",
+        "h",
+        line(kind="sys", cpu_percent=50, power_w=None, busy=True, note="x", host_mem_used_gib=1.5),
+    )
+    assert isinstance(sys_ev, SysSample)
+    assert sys_ev.values == {"cpu_percent": 50.0, "host_mem_used_gib": 1.5}
+    failed = parse_line(
+        "r1",
+        "h",
+        line(kind="result", status="failed", converged="yes", message=" target\n not  reached "),
+    )
+    assert isinstance(failed, CaseResult)
+    assert (failed.status, failed.converged, failed.message) == (
+        "failed",
+        False,
+        "target not reached",
+    )
+    assert parse_line("r1", "h", line(kind="error")) == WorkloadError("r1", "h", 0, 100.0, "", "")
+
+
+def _failed(res: dict, **data: object) -> HostState:
+    (ev,) = from_runner("r1", {"event": "runner_on_failed", "event_data": {"res": res, **data}})
+    assert isinstance(ev, HostState)
+    return ev
+
+
+def test_a_failure_says_why_from_whatever_the_module_left() -> None:
+    assert _failed({"stderr": "no space"}, host="n1").message == "no space"
+    assert _failed({"module_stderr": "Traceback: boom"}, host="n1").message == "Traceback: boom"
+    assert _failed({"msg": "m", "stderr": "s"}, host="n1").message == "m"
+    assert _failed({}, host="n1").message == "failed"
+    loop = {"msg": "All items completed", "results": [{"failed": True}]}
+    assert _failed(loop, host="n1").message == "All items completed"
+    # ansible-runner names a delegated or unnamed host by its address only
+    assert _failed({"msg": "x"}, remote_addr="10.0.0.7").host == "10.0.0.7"
+
+
+@pytest.mark.parametrize("why", ["timed_out", "stalled"])
+def test_a_tail_that_timed_out_or_stalled_is_not_finished(why: str) -> None:
+    res = {"lines": [], "finished": True, "exit_code": 0, why: True}
+    ev = {
+        "event": "runner_on_ok",
+        "event_data": {"host": "n1", "task_action": "fleetperf_tail", "res": res},
+    }
+    assert from_runner("r1", ev) == []

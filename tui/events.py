@@ -140,19 +140,26 @@ def as_dict(ev: Event) -> dict[str, Any]:
     return {"type": type(ev).__name__, **{k: getattr(ev, k) for k in ev.__slots__}}  # type: ignore[union-attr]
 
 
+_HEADER = ("t", "kind", "rank")  # fields every line has, not values of a sys sample
+
+
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def parse_line(run_id: str, host: str, line: str, received: float | None = None) -> Event | None:
-    """One ``events.jsonl`` line -> a typed event; unknown kinds and bad lines -> None."""
+    """One ``events.jsonl`` line -> a typed event; unknown kinds and lines that break the
+    contract (docs/workload-contract.md: a field it requires missing or of the wrong type)
+    -> None, so one bad line never stops the stream."""
     try:
         rec = json.loads(line)
-    except json.JSONDecodeError:
+        return _typed(run_id, host, rec, received) if isinstance(rec, dict) else None
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
         return None
-    if not isinstance(rec, dict):
-        return None
-    kind, rank, t = rec.get("kind"), int(rec.get("rank", 0)), float(rec.get("t", 0.0))
+
+
+def _typed(run_id: str, host: str, rec: dict[str, Any], received: float | None) -> Event | None:
+    kind, rank, t = rec["kind"], int(rec["rank"]), float(rec["t"])
     if kind == "step":
         return MetricSample(
             run_id=run_id,
@@ -160,8 +167,8 @@ def parse_line(run_id: str, host: str, line: str, received: float | None = None)
             rank=rank,
             t=t,
             received=time.time() if received is None else received,
-            step=int(rec.get("step", 0)),
-            samples=int(rec.get("samples", 0)),
+            step=int(rec["step"]),
+            samples=int(rec["samples"]),
             tokens=int(rec["tokens"]) if rec.get("tokens") is not None else None,
             loss=_num(rec.get("loss")),
             lr=_num(rec.get("lr")),
@@ -170,24 +177,23 @@ def parse_line(run_id: str, host: str, line: str, received: float | None = None)
             mem_total_gib=_num(rec.get("mem_total_gib")),
         )
     if kind == "eval":
+        samples = rec.get("samples")
         return EvalSample(
             run_id,
             host,
             rank,
             t,
-            str(rec.get("name", "")),
-            float(rec.get("value", 0)),
-            rec.get("samples"),
+            str(rec["name"]),
+            float(rec["value"]),
+            None if samples is None else int(samples),
         )
     if kind == "sys":
         values = {
-            k: float(v)
-            for k, v in rec.items()
-            if k not in ("t", "kind", "rank") and _num(v) is not None
+            k: num for k, v in rec.items() if k not in _HEADER and (num := _num(v)) is not None
         }
         return SysSample(run_id, host, rank, t, values)
     if kind == "start":
-        return WorkloadStarted(run_id, host, rank, t, int(rec.get("world_size", 1)))
+        return WorkloadStarted(run_id, host, rank, t, int(rec["world_size"]))
     if kind == "result":
         metrics = {str(k): _num(v) for k, v in (rec.get("metrics") or {}).items()}
         env = rec.get("environment")
@@ -196,8 +202,8 @@ def parse_line(run_id: str, host: str, line: str, received: float | None = None)
             host,
             rank,
             t,
-            str(rec.get("status", "failed")),
-            bool(rec.get("converged", False)),
+            str(rec["status"]),
+            rec["converged"] is True,
             metrics,
             [str(n) for n in rec.get("notes") or []],
             " ".join(str(rec.get("message") or "").split()),
