@@ -146,6 +146,78 @@ def test_peak_table_dense_figures():
     assert harness.peak_flops("BI-V100", "fp16") == 147e12
 
 
+def _documented_peaks() -> dict[str, dict[str, float | None]]:
+    """docs/metrics.md's datasheet table: chip -> math -> FLOP/s (None: empty cell)."""
+    text = (REPO / "docs" / "metrics.md").read_text()
+    block = text.split("### Datasheet dense peaks")[1].split("\n\n")[2]
+    header, _, *rows = [ln.strip("|").split("|") for ln in block.strip().splitlines()]
+    maths = [h.strip() for h in header[1:]]
+    return {
+        cells[0].strip(): {
+            m: float(c) * 1e12 if c.strip() else None for m, c in zip(maths, cells[1:], strict=True)
+        }
+        for cells in rows
+    }
+
+
+def test_every_peak_is_the_documented_one_at_its_own_precision():
+    """Chip by chip and precision by precision (where two chips or two precisions differ,
+    a swapped entry or mapping shows), in both directions: no figure without a row."""
+    documented = _documented_peaks()
+    assert set(documented) == set(harness.peak.PEAK_FLOPS)
+    for chip, by_math in documented.items():
+        for mode, flops in by_math.items():
+            assert harness.peak_flops(chip, mode) == pytest.approx(flops, rel=1e-12), (chip, mode)
+        assert harness.peak_flops(chip, "amp") == harness.peak_flops(chip, "fp16"), chip
+        assert set(harness.peak.PEAK_FLOPS[chip]) == {m for m, f in by_math.items() if f}, chip
+
+
+@pytest.mark.parametrize(
+    ("device_name", "chip"),
+    [
+        ("NVIDIA A100-SXM4-80GB", "A100"),
+        ("NVIDIA A800 80GB PCIe", "A800"),
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("NVIDIA H100 PCIe", "H100-PCIE"),
+        ("NVIDIA H100 NVL", None),
+        ("NVIDIA H800", "H800"),
+        ("NVIDIA H800 PCIe", None),
+        ("NVIDIA H200", "H200"),
+        ("NVIDIA H200 NVL", None),
+        ("Tesla V100-SXM2-32GB", "V100"),
+        ("Tesla V100-PCIE-16GB", "V100-PCIE"),
+        ("Iluvatar BI-V100", "BI-V100"),
+        ("Iluvatar BIV100", "BI-V100"),
+        ("NVIDIA A10", "A10"),
+        ("NVIDIA A100 40GB", "A100"),
+        ("Tesla T4", "T4"),
+        ("NVIDIA A16", None),
+        ("Kunlunxin R300", None),
+        ("AMD EPYC 7B13", None),
+    ],
+)
+def test_the_hardware_name_picks_its_own_row(device_name, chip):
+    assert harness.peak.chip_from_device_name(device_name) == chip
+
+
+@pytest.mark.parametrize(
+    ("spelling", "chip"),
+    [
+        ("h100_sxm5", "H100"),
+        ("H100 SXM", "H100"),
+        ("h800-sxm", "H800"),
+        ("H200_SXM", "H200"),
+        ("v100-sxm2", "V100"),
+        ("A100-SXM4", "A100"),
+        ("a100 pcie", "A100"),
+        ("BIV100", "BI-V100"),
+        (" t4 ", "T4"),
+    ],
+)
+def test_config_spellings_of_a_chip(spelling, chip):
+    assert harness.peak.normalize_chip(spelling) == chip
+
+
 def test_peak_unknown_chip_or_precision_is_none():
     assert harness.peak_flops("CPU", "fp32") is None
     assert harness.peak_flops("R300", "fp16") is None  # no vendor sheet we trust
