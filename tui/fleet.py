@@ -408,25 +408,48 @@ def run_case(
         tracker.log.close()
     seen = tracker.hosts_seen.values()
     loads = [v["load_per_cpu"] for v in seen if v["load_per_cpu"] is not None]
-    outcome = Outcome(
-        status="failed",
+    status, error = verdict(
+        cancelled=cancel.is_set(),
+        bad_input=tracker.bad_input,
+        launched=tracker.launched,
+        rc=runner.rc,
+        runner_status=runner.status,
+        result=tracker.result,
+        errors=tracker.errors,
+    )
+    return Outcome(
+        status=status,
+        error=error,
         result=tracker.result,
         started=started,
         finished=_now(),
         load_per_cpu=max(loads, default=None),
         synthetic_data=_synthetic([v["synthetic_data"] for v in seen]),
     )
-    if cancel.is_set():
-        outcome.status, outcome.error = "aborted", "aborted by the operator"
-    elif tracker.bad_input and not tracker.launched:
-        outcome.status, outcome.error = "bad_input", tracker.bad_input
-    elif runner.rc == 0 and tracker.result and tracker.result.status == "passed":
-        outcome.status = "passed"
-    elif tracker.result and tracker.result.status != "passed":
-        outcome.error = tracker.result.message or f"the workload reported {tracker.result.status}"
-    else:
-        outcome.error = (tracker.errors or [f"ansible-runner ended {runner.status}"])[0]
-    return outcome
+
+
+def verdict(
+    *,
+    cancelled: bool,
+    bad_input: str | None,
+    launched: bool,
+    rc: int,
+    runner_status: str,
+    result: CaseResult | None,
+    errors: list[str],
+) -> tuple[Status, str | None]:
+    """A run's status, and why unless it passed. Passed needs both the workload's passed
+    result and a playbook that ended well: a play that fails after the result (a stop, a
+    fetch) fails the run."""
+    if cancelled:
+        return "aborted", "aborted by the operator"
+    if bad_input and not launched:
+        return "bad_input", bad_input
+    if result and result.status != "passed":
+        return "failed", result.message or f"the workload reported {result.status}"
+    if result and rc == 0:
+        return "passed", None
+    return "failed", (errors or [f"ansible-runner ended {runner_status}"])[0]
 
 
 def stop(launch: Launch) -> None:
