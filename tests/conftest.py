@@ -14,7 +14,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_CASES = REPO / "tests" / "fixtures" / "cases"
-pytest_plugins = ["machine_guard"]  # users, groups and /etc unchanged by the suite
+# users, groups and /etc unchanged by the suite; no process left running by a test
+pytest_plugins = ["machine_guard", "process_guard"]
 
 
 @dataclass

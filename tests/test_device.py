@@ -109,6 +109,21 @@ def test_math_mode_reports_tf32_and_bf16_fp32_matmuls():
     assert amp.math_mode() == "fp16"
 
 
+@pytest.mark.parametrize("vendor", ["nvidia", "iluvatar", "kunlunxin"])
+def test_the_timers_sync_reaches_the_device_runtime(vendor):
+    """PerfTracker's timers are only right if a device's synchronize really waits: on every
+    accelerator stack it calls the runtime (all three speak the cuda API). This CPU build of
+    torch has no CUDA, so reaching the runtime raises; on a GPU host it returns."""
+    import torch
+
+    device = Device(vendor, "fp32", torch.device("cuda", 0), STACKS[vendor], "GPU", None)
+    if torch.cuda.is_available():
+        device.synchronize()
+    else:
+        with pytest.raises((AssertionError, RuntimeError), match="CUDA"):
+            device.synchronize()
+
+
 def test_cpu_memory_counts_child_processes(open_cpu):
     """Data-loader workers are child processes: their memory is the run's too."""
     monitor = harness.MemoryMonitor(open_cpu())

@@ -1,0 +1,111 @@
+"""pytest plugin: no test leaves a process running, pass or fail.
+
+Each test process becomes a child subreaper (PR_SET_CHILD_SUBREAPER), so whatever a test
+starts stays its descendant even after it detaches (a workload's supervisor forks away from
+its launcher; an ``ansible-playbook`` outlives a ``fleetperf`` killed by a time-out). After
+each test, once its own fixtures have cleaned up, every process that was not there when
+the test began is killed and reaped. A test that passed although it left something running
+errors at teardown, naming what: leaving work behind is a bug even when the numbers are
+right. Ansible's SSH connection sharing (a control master, the sshd session serving it) is
+meant to outlive a task; those are stopped without counting as left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+PR_SET_CHILD_SUBREAPER = 36
+GRACE_S = 1.0  # a process already on its way out (killed with its parent) may finish dying
+_REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """{pid: command line} of every live descendant of ``pid``."""
+    found: dict[int, str] = {}
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            with contextlib.suppress(OSError):
+                for child in (task / "children").read_text().split():
+                    found[int(child)] = _cmdline(int(child))
+                    todo.append(int(child))
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    return raw.replace(b"\0", b" ").decode(errors="replace").strip() or "?"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _connection_sharing(cmdline: str) -> bool:
+    return "[mux]" in cmdline or cmdline.startswith("sshd:")
+
+
+def stop_all(pids: dict[int, str]) -> None:
+    """SIGKILL each, then reap those that are (now) our children."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    for pid in pids:
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG) != (0, 0):
+                    break
+            except ChildProcessError:  # not ours to reap: its own parent does
+                if not Path(f"/proc/{pid}").exists() or _zombie(pid):
+                    break
+            time.sleep(0.02)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    config.stash[_REPORTS] = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    report = yield
+    if report.when == "call":
+        item.config.stash[_REPORTS][item.nodeid] = report
+    return report
+
+
+def _new_descendants(before: set[int]) -> dict[int, str]:
+    return {pid: cmd for pid, cmd in descendants(os.getpid()).items() if pid not in before}
+
+
+@pytest.fixture(autouse=True)
+def no_process_left(request: pytest.FixtureRequest):
+    """Set up before, and torn down after, every other function fixture of the test."""
+    before = set(descendants(os.getpid()))
+    yield
+    new = _new_descendants(before)
+    deadline = time.monotonic() + GRACE_S
+    while any(not _zombie(p) for p in new) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        new = _new_descendants(before)
+    running = {pid: cmd for pid, cmd in new.items() if not _zombie(pid)}
+    stop_all(new)  # zombies too: an orphan that exited is ours to reap
+    report = request.config.stash[_REPORTS].pop(request.node.nodeid, None)
+    leaked = [f"{pid} {cmd[:120]}" for pid, cmd in running.items() if not _connection_sharing(cmd)]
+    if leaked and report is not None and report.passed:
+        pytest.fail("left running (now killed):\n  " + "\n  ".join(leaked), pytrace=False)
