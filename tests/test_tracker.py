@@ -6,7 +6,9 @@ reproduce it exactly.
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -155,3 +157,76 @@ def test_all_warmup_leaves_the_rates_unknown_and_says_why():
 def test_reduce_totals_is_merge_for_one_process():
     tot = _rank(load=0.1, wait=0.0, compute=0.5)[0].totals()
     assert harness.reduce_totals(tot) == merge_totals([tot]) == tot
+
+
+# ----------------------------------------------------------------- edges of the timeline
+def test_process_age_is_the_kernels_start_time(tmp_path):
+    psutil = pytest.importorskip("psutil")
+    started = psutil.Process().create_time()
+    assert harness.perf.process_start_time() == pytest.approx(started, abs=1.0)  # btime: whole s
+    fake_stat = tmp_path / "stat"
+    # pid (comm with ") " inside) state ppid ... : starttime is field 22, here 500 ticks
+    fake_stat.write_text("42 (a) b) S " + " ".join(["0"] * 18) + " 500 0 0\n")
+    uptime = tmp_path / "uptime"
+    uptime.write_text("12.50 99.0\n")
+    ticks = os.sysconf("SC_CLK_TCK")
+    assert harness.perf.process_age_s(str(fake_stat), str(uptime)) == pytest.approx(
+        max(0.0, 12.5 - 500 / ticks)
+    )
+    uptime.write_text(f"{500 / ticks + 0.25} 1.0\n")
+    assert harness.perf.process_age_s(str(fake_stat), str(uptime)) == pytest.approx(0.25)
+    uptime.write_text(f"{500 / ticks - 3} 1.0\n")  # clocks disagree: never a negative age
+    assert harness.perf.process_age_s(str(fake_stat), str(uptime)) == 0.0
+
+
+def test_process_age_unknown_where_proc_cannot_tell(tmp_path):
+    stat, uptime = tmp_path / "stat", tmp_path / "uptime"
+    uptime.write_text("12.5 1.0\n")
+    assert harness.perf.process_age_s(str(tmp_path / "none"), str(uptime)) is None  # OSError
+    stat.write_text("42 (a) S 1 2\n")
+    assert harness.perf.process_age_s(str(stat), str(uptime)) is None  # IndexError
+    stat.write_text("42 (a) S " + " ".join(["x"] * 20) + "\n")
+    assert harness.perf.process_age_s(str(stat), str(uptime)) is None  # ValueError
+
+
+def test_e2e_time_counts_from_the_given_start():
+    perf = PerfTracker(start_time=time.time() - 3.0)
+    assert perf.e2e_time() == pytest.approx(3.0, abs=0.05)
+
+
+def test_defaults_count_every_step_and_no_tokens():
+    clock = Clock()
+    perf = PerfTracker(clock=clock, start_time=0.0)
+    assert perf.totals() == PerfTotals() and all(v == 0 for v in PerfTotals().as_dict().values())
+    assert not perf.in_warmup
+    perf.train_begin()
+    perf.step_begin()
+    clock.advance(0.5)
+    perf.step_end(4)
+    clock.advance(0.5)
+    tot = perf.totals()  # no train_end yet: the window runs to now
+    assert (tot.samples, tot.tokens, tot.padded_tokens, tot.warmup_steps) == (4, 0, 0, 0)
+    assert (tot.whole_time, tot.train_time, tot.compute_time) == (1.0, 1.0, 0.5)
+    perf.train_end()
+    clock.advance(5.0)
+    assert perf.totals().whole_time == 1.0  # ended: later time is not the run's
+
+
+def test_in_warmup_until_the_last_warmup_step_ends():
+    perf = PerfTracker(2, clock=Clock(), start_time=0.0)
+    seen = []
+    for _ in range(3):
+        seen.append(perf.in_warmup)
+        perf.step_begin()
+        perf.step_end(1)
+    assert seen + [perf.in_warmup] == [True, True, False, False]
+
+
+def test_rates_are_unknown_without_samples_or_time_and_exact_otherwise():
+    rates = harness.throughput_metrics
+    assert rates(PerfTotals(samples=0, whole_time=5.0))["p_whole"] is None
+    assert rates(PerfTotals(samples=5, whole_time=0.0))["p_whole"] is None
+    got = rates(PerfTotals(samples=1, tokens=1, whole_time=0.5, train_time=0.5, compute_time=0.25))
+    assert (got["p_whole"], got["p_train"], got["p_core"]) == (2.0, 2.0, 4.0)
+    assert got["tokens_per_s_per_device"] == 2.0  # one device unless told
+    assert rates(PerfTotals(tokens=8, train_time=1.0), 4)["tokens_per_s_per_device"] == 2.0

@@ -42,12 +42,15 @@ _IMPORT_WALL = time.time()
 _main_started: float | None = None
 
 
-def process_age_s() -> float | None:
-    """Seconds since this process was created (Linux: /proc/self/stat and /proc/uptime)."""
+def process_age_s(
+    stat_path: str = "/proc/self/stat", uptime_path: str = "/proc/uptime"
+) -> float | None:
+    """Seconds since this process was created (Linux: /proc/self/stat and /proc/uptime);
+    None where they cannot be read."""
     try:
-        with open("/proc/self/stat") as f:
+        with open(stat_path) as f:
             stat = f.read()
-        with open("/proc/uptime") as f:
+        with open(uptime_path) as f:
             uptime = float(f.read().split()[0])
         start_ticks = int(stat[stat.rindex(")") + 2 :].split()[19])  # field 22, starttime
         return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
