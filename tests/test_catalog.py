@@ -212,3 +212,28 @@ def test_fix_hp_shows_the_seeds_hyperparameters_not_run_settings() -> None:
     assert spec.seed_fix_hp["train_batch_size"] == 8
     assert not {"max_samples", "log_every_steps", "precision"} & set(spec.seed_fix_hp)
     assert spec.fix_hp["max_samples"] == 640 and spec.hp["log_every_steps"] == 1  # kept
+
+
+def test_invalid_yaml_names_the_line(cases: Path) -> None:
+    write_config(cases, "CPUx1x3", "overrides:\n  seed: 1\n  lr: [1, 2\n  x: {\n")
+    case = catalog.load_case("distilbert-pytorch", cases)
+    with pytest.raises(CatalogError, match=r"CPUx1x3.yaml: line 4 not valid YAML$"):
+        catalog.load_config(case, "cpu/CPUx1x3")
+
+
+def test_run_limits_default_to_an_hour_and_a_quarter_hour_stall(cases: Path) -> None:
+    """docs/workload-contract.md: a case that does not say is stopped after 3600 s, or after
+    900 s without an event."""
+    path = cases / "distilbert-pytorch" / "case.yaml"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(ln for ln in lines if not ln.startswith(("timeout_s", "stall_s"))))
+    case = catalog.load_case("distilbert-pytorch", cases)
+    assert (case.timeout_s, case.stall_s) == (3600, 900)
+
+
+def test_warmup_steps_may_be_zero_not_negative(cases: Path) -> None:
+    case = catalog.load_case("distilbert-pytorch", cases)
+    config = catalog.load_config(case, "cpu/CPUx1x1")
+    assert catalog.resolve(case, config, {"warmup_steps": 0}).hp["warmup_steps"] == 0
+    with pytest.raises(CatalogError, match="warmup_steps: Input should be greater than or equal"):
+        catalog.resolve(case, config, {"warmup_steps": -1})

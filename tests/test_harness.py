@@ -89,6 +89,11 @@ def test_lora_flops_per_token_llama2_7b():
     assert N_LORA == 4_194_304
     flops = harness.lora_training_flops_per_token(N_LLAMA, N_LORA, L, H, D // H, 512)
     assert flops == pytest.approx(27.3e9, rel=0.005)
+    # by hand: frozen weights forward + input-gradient (4N), adapters in full (6 N_lora)
+    assert harness.lora_training_flops_per_token(1000, 10, 2, 4, 8, 16) == (
+        4 * 1000 + 6 * 10 + 12 * 2 * 4 * 8 * 16
+    )
+    assert harness.training_flops_per_token(1000, 2, 4, 8, 16) == 6 * 1000 + 12 * 2 * 4 * 8 * 16
 
 
 def test_inference_flops_per_token():
