@@ -157,6 +157,31 @@ def test_stop_ends_the_whole_group_and_says_why(run_dir: Path) -> None:
     assert res["msg"] == "finished" and not res["changed"]
 
 
+def test_stop_reaches_ranks_in_their_own_session_and_kills_what_ignores_sigterm(
+    run_dir: Path,
+) -> None:
+    """torchrun starts each rank in a new session: outside the workload's process group."""
+    code = """
+        import os, subprocess, sys, time
+        rank = subprocess.Popen([sys.executable, "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"],
+            start_new_session=True)
+        open("rank.pid", "w").write(str(rank.pid))
+        time.sleep(600)
+    """
+    pid = launch(run_dir, code)
+    wait_for(run_dir / "rank.pid")
+    rank = int((run_dir / "rank.pid").read_text())
+    time.sleep(0.5)  # the rank has set its handler
+    assert _pgrp(Path(f"/proc/{rank}")) != pid
+    res, took = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir), grace=1)
+    assert res["signal"] == signal.SIGKILL  # the rank outlived the grace
+    assert not alive(rank) and not alive(pid)
+    assert 1.0 <= took < 10
+    # the workload itself ended on SIGTERM, and its supervisor said so
+    assert (run_dir / "exit_code").read_text() == str(-signal.SIGTERM)
+
+
 def _pgrp(proc: Path) -> int | None:
     try:
         return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2])
@@ -216,6 +241,36 @@ def test_tail_returns_at_the_stall_deadline_and_on_exit(run_dir: Path) -> None:
     res, took = tail(run_dir, wait=30)
     assert res["finished"] and res["exit_code"] == -9 and took < 5
     assert res["stderr_tail"].endswith("Traceback: the end\n")
+
+
+def test_tail_reports_the_run_time_out_and_not_a_stall(run_dir: Path) -> None:
+    pid_file = run_dir / "workload.pid"
+    pid_file.write_text(NO_PID)
+    started = time.time() - 10
+    os.utime(pid_file, (started, started))  # launched 10 s ago
+    (run_dir / "events.jsonl").write_text('{"kind": "step"}\n')  # and an event just now
+    res, took = tail(run_dir, timeout_s=5, stall_s=600, wait=30)
+    assert res["timed_out"] and not res["stalled"] and not res["finished"]
+    assert res["lines"] == ['{"kind": "step"}'] and took < 5
+    res, took = tail(run_dir, timeout_s=600, stall_s=600, wait=1)
+    assert not res["timed_out"] and not res["stalled"] and res["lines"] == []
+
+
+def test_tail_is_finished_only_once_every_line_is_handed_back(run_dir: Path) -> None:
+    (run_dir / "workload.pid").write_text(NO_PID)
+    lines = [json.dumps({"kind": "step", "step": i, "pad": "x" * 20}) for i in range(5)]
+    (run_dir / "events.jsonl").write_text("".join(line + "\n" for line in lines))
+    (run_dir / "exit_code").write_text("0")
+    got, polls = [], []
+    while not (polls and polls[-1]["finished"]):
+        res, _ = tail(run_dir, max_bytes=len(lines[0]) * 2 + 2, wait=5)
+        assert res["exit_code"] == 0
+        polls.append(res)
+        got += res["lines"]
+        assert len(polls) <= len(lines), polls
+    assert got == lines
+    assert [len(p["lines"]) for p in polls] == [2, 2, 1]  # two lines fit max_bytes per poll
+    assert [p["finished"] for p in polls] == [False, False, True]
 
 
 def test_tail_for_a_followed_host_waits_for_the_end_without_lines(run_dir: Path) -> None:

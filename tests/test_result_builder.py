@@ -97,6 +97,9 @@ def test_cpu_result_by_hand(cpu_device, tmp_path):
     assert f"mfu null: no datasheet peak for device {cpu_device.name!r}" in notes
     assert "the first 2 steps (32 samples) are left out" in notes
     assert "5e+04 per sequence" in notes and "test" in notes
+    assert "mfu_measured: divided by 0.05 TFLOP/s, the fp32 matmul rate" in notes
+    assert "mem on CPU: peak memory of the process" in notes
+    assert "measured while the host was busy" not in notes  # the cached peak was quiet
     env = result["environment"]
     assert env["hostname"] == socket.gethostname() and env["accelerator"] == cpu_device.name
     assert env["python"] == ".".join(map(str, sys.version_info[:3]))
@@ -144,6 +147,7 @@ def test_fp32_that_ran_tf32_is_divided_by_the_tf32_peak(tmp_path):
     assert any("precision fp32 ran its matmuls at tf32" in n for n in result["notes"])
     assert result["environment"]["accelerator"] == "NVIDIA A100-SXM4-80GB"
     assert result["peak"]["chip"] == "A100" and result["peak"]["datasheet_flops"] == 156e12
+    assert not any(n.startswith("mem on CPU") for n in result["notes"])
 
 
 def test_pcie_card_under_an_sxm_config_has_no_datasheet_mfu(tmp_path):
@@ -176,3 +180,27 @@ def test_datasheet_peak(config_chip, name, math, peak, says):
     got, note = harness.datasheet_peak(config_chip, name, math)
     assert got == peak
     assert (note is None) if says is None else (says in note)
+
+
+def test_model_flops_rate_edges():
+    rate = harness.result._model_flops_per_s_per_device
+    flops = harness.ModelFlops(per_token=2.0)
+    assert flops.of(10, 3) == 20.0  # nothing per sequence unless given
+    assert rate(flops, PerfTotals(padded_tokens=10, train_time=0.0), 1) is None
+    assert rate(flops, PerfTotals(padded_tokens=10, train_time=0.5), 1) == 40.0
+    assert rate(flops, PerfTotals(padded_tokens=10, train_time=0.5), 4) == 10.0
+    assert rate(flops, PerfTotals(padded_tokens=0, train_time=0.5), 1) is None  # no work
+
+
+def test_a_peak_measured_on_a_busy_host_says_so(cpu_device):
+    measured = {
+        "matmul_flops": 2.0e12,
+        "host": "h",
+        "device": "d",
+        "matmul_n": 512,
+        "cached": False,
+        "load_per_cpu": 1.5,
+    }
+    notes = harness.result._notes(TOTALS, FLOPS, cpu_device, "fp32", None, measured)
+    assert "mfu_measured: divided by 2 TFLOP/s" in "\n".join(notes)
+    assert any("busy (load 1.5 per CPU) and is not cached" in n for n in notes)
