@@ -237,3 +237,72 @@ def test_warmup_steps_may_be_zero_not_negative(cases: Path) -> None:
     assert catalog.resolve(case, config, {"warmup_steps": 0}).hp["warmup_steps"] == 0
     with pytest.raises(CatalogError, match="warmup_steps: Input should be greater than or equal"):
         catalog.resolve(case, config, {"warmup_steps": -1})
+
+
+def _resolve(case_name: str, ref: str, **sets: object) -> catalog.RunSpec:
+    case = catalog.load_case(case_name)
+    return catalog.resolve(case, catalog.load_config(case, ref), sets)
+
+
+@pytest.mark.parametrize(
+    ("key", "ok", "refused", "says"),
+    [
+        ("target_acc", 1, 0, "target_acc: Input should be greater than 0 (got 0)"),
+        ("target_acc", 0.5, 1.01, "target_acc: Input should be less than or equal to 1"),
+        ("num_workers", 0, -1, "num_workers: Input should be greater than or equal to 0"),
+        ("warmup_steps", 0, -1, "warmup_steps: Input should be greater than or equal to 0"),
+        ("learning_rate", 1, True, "learning_rate: expected float like"),  # an int is a float
+        ("train_batch_size", 1, True, "train_batch_size: expected int like"),
+    ],
+)
+def test_shared_hyperparameter_bounds_at_their_edges(key, ok, refused, says) -> None:
+    assert _resolve("distilbert-pytorch", "cpu/CPUx1x1", **{key: ok}).hp[key] == ok
+    with pytest.raises(CatalogError) as err:
+        _resolve("distilbert-pytorch", "cpu/CPUx1x1", **{key: refused})
+    assert str(err.value).startswith(f"--set: {says}")
+
+
+def test_weight_decay_may_be_zero_not_negative() -> None:
+    assert catalog.Hyperparameters(weight_decay=0).weight_decay == 0
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
+        catalog.Hyperparameters(weight_decay=-0.1)
+
+
+def test_a_cases_own_bounds_are_inclusive() -> None:
+    ref = "cpu/CPUx1x1"
+    spec = _resolve("llama2_7b_finetune-pytorch", ref, mmlu_shots=0, lr_gamma=1.0)
+    assert (spec.hp["mmlu_shots"], spec.hp["lr_gamma"]) == (0, 1.0)
+    assert _resolve("llama2_7b_finetune-pytorch", ref, mmlu_shots=5).hp["mmlu_shots"] == 5
+    with pytest.raises(CatalogError, match=r"^--set: mmlu_shots: must be at most 5 \(got 6\)$"):
+        _resolve("llama2_7b_finetune-pytorch", ref, mmlu_shots=6)
+    with pytest.raises(CatalogError, match=r"^--set: lr_gamma: must be at least 0 \(got -0.5\)$"):
+        _resolve("llama2_7b_finetune-pytorch", ref, lr_gamma=-0.5)
+
+
+def test_a_missing_field_is_named_without_a_value(cases: Path) -> None:
+    path = cases / "distilbert-pytorch" / "case.yaml"
+    path.write_text("\n".join(ln for ln in path.read_text().splitlines() if ln != "kind: training"))
+    with pytest.raises(CatalogError) as err:
+        catalog.load_case("distilbert-pytorch", cases)
+    assert str(err.value).endswith("case.yaml: kind: Field required")
+
+
+def test_an_unknown_config_lists_the_known_ones(cases: Path) -> None:
+    case = catalog.load_case("distilbert-pytorch", cases)
+    with pytest.raises(CatalogError, match=r"known: cpu/CPUx1x1, .*nvidia/A100x1x8"):
+        catalog.load_config(case, "cpu/CPUx9x9")
+    shutil.rmtree(cases / "distilbert-pytorch" / "configs")
+    with pytest.raises(CatalogError, match=r"\(known: none\)$"):
+        catalog.load_config(case, "cpu/CPUx9x9")
+
+
+def test_an_unknown_config_field_is_named(cases: Path) -> None:
+    write_config(cases, "CPUx1x3", "overrides: {}\nzeta: 1\nalpha: 2\n")
+    case = catalog.load_case("distilbert-pytorch", cases)
+    with pytest.raises(CatalogError, match=r"CPUx1x3.yaml: alpha: unknown field"):
+        catalog.load_config(case, "cpu/CPUx1x3")
+
+
+def test_a_set_value_that_is_not_yaml_is_named() -> None:
+    with pytest.raises(CatalogError, match=r"^--set lr: value '\[1,' is not a valid scalar$"):
+        catalog.parse_sets(["lr=[1,"])
