@@ -306,3 +306,13 @@ def test_an_unknown_config_field_is_named(cases: Path) -> None:
 def test_a_set_value_that_is_not_yaml_is_named() -> None:
     with pytest.raises(CatalogError, match=r"^--set lr: value '\[1,' is not a valid scalar$"):
         catalog.parse_sets(["lr=[1,"])
+
+
+def test_a_config_is_named_by_chip_nodes_and_devices() -> None:
+    spec = _resolve("distilbert-pytorch", "nvidia/A100x2x8")
+    assert (spec.config.name, spec.config.ref, spec.world_size) == (
+        "A100x2x8",
+        "nvidia/A100x2x8",
+        16,
+    )
+    assert spec.precision == spec.hp["precision"]
