@@ -15,7 +15,14 @@ from seed_records import (
     seed001_records,
 )
 
-from tui.record import METRIC_KEYS, RECORD_KEYS, RunRecord
+from tui.record import (
+    INFER_COLUMNS,
+    METRIC_KEYS,
+    RECORD_KEYS,
+    TRAIN_COLUMNS,
+    CaseMetric,
+    RunRecord,
+)
 from tui.tables import config_label, to_json
 
 
@@ -51,7 +58,14 @@ def test_config_outside_the_pattern_needs_explicit_shape() -> None:
         {"columns": ["speed(MMLU)"]},
         {"config": "A100x1x8", "nproc_per_node": 4},
         {"config": "weird", "chip": "", "nnodes": None, "nproc_per_node": None},
+        {"config": "weird", "chip": "CPU", "nnodes": 1, "nproc_per_node": None},
+        {"config": "weird", "chip": "CPU", "nnodes": None, "nproc_per_node": 1},
+        {"config": "weird", "chip": "CPU", "nnodes": 0, "nproc_per_node": 1},
         {"fix_hp": {"lr": object()}},
+        {"hp": {"lr": float("nan")}},  # JSON has no NaN
+        {"environment": {"t": float("inf")}},
+        {"case": ""},
+        {"vendor": ""},
     ],
 )
 def test_record_rejects(change: dict[str, Any]) -> None:
@@ -83,3 +97,25 @@ def test_json_has_exactly_design_keys() -> None:
         {**data[2], "columns": DISTILBERT_COLUMNS, "short_names": DISTILBERT_SHORT}
     )
     assert back == records[2]
+
+
+def test_a_one_letter_case_and_vendor_are_names() -> None:
+    fields = seed001_records()[0].model_dump() | {"case": "x", "vendor": "y"}
+    assert (RunRecord(**fields).case, RunRecord(**fields).vendor) == ("x", "y")
+
+
+def test_default_columns_follow_what_the_run_measured() -> None:
+    train = seed001_records()[0].model_dump() | {"columns": []}
+    assert RunRecord(**train).columns == list(TRAIN_COLUMNS)
+    infer = train | {"metrics": {"p_infer_core": 10.0}}
+    assert RunRecord(**infer).columns == list(INFER_COLUMNS)
+
+
+@pytest.mark.parametrize(("fmt", "ok"), [("pct", True), (".3f", True), ("d", False), ("q", False)])
+def test_a_case_metric_format_is_checked_where_it_is_declared(fmt: str, ok: bool) -> None:
+    spec = {"name": "f1", "unit": "fraction", "higher_is_better": True, "meaning": "F1"}
+    if ok:
+        assert CaseMetric(**spec, fmt=fmt).metric().fmt == fmt
+    else:
+        with pytest.raises(ValidationError, match="fmt"):
+            CaseMetric(**spec, fmt=fmt)
