@@ -66,6 +66,8 @@ def test_config_outside_the_pattern_needs_explicit_shape() -> None:
         {"environment": {"t": float("inf")}},
         {"case": ""},
         {"vendor": ""},
+        {"run_id": ""},
+        {"config": ""},
     ],
 )
 def test_record_rejects(change: dict[str, Any]) -> None:
@@ -100,8 +102,10 @@ def test_json_has_exactly_design_keys() -> None:
 
 
 def test_a_one_letter_case_and_vendor_are_names() -> None:
-    fields = seed001_records()[0].model_dump() | {"case": "x", "vendor": "y"}
-    assert (RunRecord(**fields).case, RunRecord(**fields).vendor) == ("x", "y")
+    fields = seed001_records()[0].model_dump()
+    fields |= {"run_id": "r", "case": "x", "vendor": "y", "config": "z", "nproc_per_node": 1}
+    record = RunRecord(**fields)
+    assert (record.run_id, record.case, record.vendor, record.config) == ("r", "x", "y", "z")
 
 
 def test_default_columns_follow_what_the_run_measured() -> None:

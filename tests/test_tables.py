@@ -10,8 +10,9 @@ from pathlib import Path
 from harness.metrics import METRICS
 from seed_records import inference, llama_finetune, seed001_records
 
+from tui import tables
 from tui.record import METRIC_KEYS
-from tui.tables import config_label, format_fix_hp, to_csv, to_markdown
+from tui.tables import config_label, format_fix_hp, to_csv, to_json, to_markdown
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -178,3 +179,42 @@ def test_ids_legend_and_csv_end() -> None:
     assert lines[-1].startswith("Units: e2e_time: seconds;")
     text = to_csv(records)
     assert not text.endswith("\n") and len(text.splitlines()) == 5
+
+
+def test_seed_styles_of_loss_and_tokens() -> None:
+    assert (tables._loss(3.0), tables._loss(3.0075), tables._loss(1.64)) == (
+        "3.0",
+        "3.0075",
+        "1.64",
+    )
+    assert (tables._tokens(2788.4), tables._tokens(100.0), tables._tokens(99.5)) == (
+        "2788",
+        "100",
+        "99.5",
+    )
+
+
+def test_a_long_error_is_cut_at_80_characters() -> None:
+    bad = seed001_records()[3]
+    for length, shown in ((80, "x" * 80), (81, "x" * 79 + "…")):
+        failed = bad.model_validate({**bad.model_dump(), "status": "failed", "error": "x" * length})
+        assert f"| failed: {shown} |" in to_markdown([failed])
+
+
+def test_json_keeps_text_as_written_and_is_indented() -> None:
+    record = llama_finetune("l-1", {"mmlu_subjects": ["高中数学"]}, {"loss": 1.5})
+    text = to_json([record])
+    assert '"高中数学"' in text and "\\u" not in text
+    assert text.startswith('[\n  {\n    "run_id": "l-1",')
+    assert format_fix_hp({"subjects": {"名": 1}}, {}) == 'subjects={"名":1}'
+
+
+def test_short_id_is_the_run_ids_tail() -> None:
+    assert tables.short_id("20261121-193000-emitter-3fa2") == "3fa2"
+
+
+def test_render_defaults_to_no_ids() -> None:
+    records = seed001_records()
+    assert tables.render(records, "md") == to_markdown(records)
+    assert "| run |" not in tables.render(records, "md")
+    assert tables.render(records, "json") == to_json(records)
