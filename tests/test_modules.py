@@ -182,6 +182,36 @@ def test_stop_reaches_ranks_in_their_own_session_and_kills_what_ignores_sigterm(
     assert (run_dir / "exit_code").read_text() == str(-signal.SIGTERM)
 
 
+def test_launch_is_idempotent_and_honours_check_mode(run_dir: Path) -> None:
+    args = {"run_dir": str(run_dir), "argv": [sys.executable, "-c", "pass"]}
+    dry, _ = module(
+        "fleetperf_launch", run_dir.parent, **args, chdir=str(run_dir), _ansible_check_mode=True
+    )
+    assert dry["changed"] and "pid" not in dry and not (run_dir / "workload.pid").exists()
+    pid = launch(run_dir, "import time; time.sleep(30)")
+    again, _ = module("fleetperf_launch", run_dir.parent, **args, chdir=str(run_dir))
+    assert (again["changed"], again["pid"], again["msg"]) == (False, pid, "already started")
+    missing, _ = module("fleetperf_launch", run_dir.parent, run_dir=str(run_dir))
+    assert missing["failed"] and "missing required arguments: argv, chdir" in missing["msg"]
+
+
+def test_launch_on_an_unreachable_engine_fails_in_one_line(run_dir: Path) -> None:
+    res, _ = module(
+        "fleetperf_launch",
+        run_dir.parent,
+        run_dir=str(run_dir),
+        argv=["python", "-c", "pass"],
+        chdir=str(run_dir),
+        executor="docker",
+        docker_host=f"unix://{run_dir}/no-engine.sock",
+        run_id="run-1",
+        host="h1",
+        container={"image": "fleetperf/cpu:test", "case": "emitter"},
+    )
+    assert res["failed"] and res["msg"].startswith("host h1: docker: ")
+    assert "\n" not in res["msg"] and len(res["msg"]) > len("host h1: docker: ")
+
+
 def _pgrp(proc: Path) -> int | None:
     try:
         return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2])
