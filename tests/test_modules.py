@@ -303,6 +303,17 @@ def test_tail_is_finished_only_once_every_line_is_handed_back(run_dir: Path) -> 
     assert [p["finished"] for p in polls] == [False, False, True]
 
 
+def test_tail_of_a_workload_killed_mid_line_finishes(run_dir: Path) -> None:
+    """A torn last line never completes: the run must still end, with the whole lines."""
+    (run_dir / "workload.pid").write_text(NO_PID)
+    (run_dir / "events.jsonl").write_text('{"kind": "step"}\n{"kind": "st')
+    (run_dir / "exit_code").write_text("-9")
+    res, took = tail(run_dir, wait=30)
+    assert res["finished"] and res["lines"] == ['{"kind": "step"}'] and took < 5
+    res, took = tail(run_dir, wait=30)
+    assert res["finished"] and res["lines"] == [] and res["exit_code"] == -9
+
+
 def test_tail_for_a_followed_host_waits_for_the_end_without_lines(run_dir: Path) -> None:
     (run_dir / "workload.pid").write_text(NO_PID)
     events = run_dir / "events.jsonl"

@@ -76,6 +76,20 @@ def read_new(path: str, offset: int, max_bytes: int) -> tuple[list[str], int]:
     return [line for line in lines if line.strip()], offset + end + 1
 
 
+def complete_line_after(path: str, offset: int) -> bool:
+    """Whether a whole line (one ending in a newline) lies after offset; a torn tail (a
+    workload killed mid-write) does not count."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            while chunk := f.read(65536):
+                if b"\n" in chunk:
+                    return True
+    except FileNotFoundError:
+        pass
+    return False
+
+
 def mtime(path: str, default: float) -> float:
     try:
         return os.path.getmtime(path)
@@ -216,6 +230,10 @@ def main() -> None:
         stderr_tail = read_text(os.path.join(run.dir, "stderr.log"), STDERR_TAIL_BYTES)
         stop_reason = read_text(os.path.join(run.dir, "stop_reason"))
     now = time.time()
+    # Polled: every whole line written before the exit handed back; followed: the exit.
+    finished = exited and (
+        not module.params["lines"] or not complete_line_after(run.events, new_offset)
+    )
     events_bytes = size(run.events)
     last_event = max(run.started, mtime(run.events, run.started))
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -227,8 +245,7 @@ def main() -> None:
         lines=lines,
         offset=new_offset,
         exit_code=exit_code,  # not "rc": Ansible fails any result whose rc is non-zero
-        # Polled: every line written before the exit handed back; followed: the exit.
-        finished=exited and (not module.params["lines"] or events_bytes <= new_offset + 1),
+        finished=finished,
         events_bytes=events_bytes,
         timed_out=not exited and now - run.started > module.params["timeout_s"],
         stalled=not exited and now - last_event > module.params["stall_s"],
