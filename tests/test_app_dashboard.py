@@ -123,3 +123,23 @@ def test_dashboard_shows_rows_failure_reason_and_skips_hidden_charts(tmp_path: P
             assert any("No active run" in str(n.message) for n in app._notifications)
 
     run(scenario())
+
+
+def test_the_host_table_keeps_about_a_screen_of_renders() -> None:
+    """Under a live feed every cached render goes stale at the next update; the stock
+    caches (10,000 cells) fill with garbage the collector then walks (the dashboard
+    benchmark's stalls). The names are Textual's: if an upgrade renamed them, DataTable
+    would no longer read ours."""
+    import inspect
+
+    from textual.widgets import DataTable
+
+    from tui.app.widgets.livetable import CELLS, LiveTable
+
+    names = ("_cell_render_cache", "_row_render_cache", "_row_renderable_cache", "_line_cache")
+    stock, live = DataTable(), LiveTable()
+    source = inspect.getsource(DataTable)
+    for name in names:
+        assert source.count(f"self.{name}") >= 2, name  # made and read by DataTable
+        assert getattr(live, name).maxsize <= CELLS, name
+        assert getattr(live, name).maxsize < getattr(stock, name).maxsize, name

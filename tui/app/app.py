@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -64,6 +65,12 @@ class FleetperfApp(App[int]):
         self.feed = RunFeed()
         self.batches: list[Batch] = []
         self._session: Session | None = None
+
+    def on_ready(self) -> None:
+        # What start-up built (styles, screens, widgets, imported modules) lives as long as
+        # the app: out of the collector's full passes, which otherwise stop the event loop
+        # for 100-200 ms every few seconds under a busy feed (benchmarks/app_dashboard.py).
+        gc.freeze()
 
     @property
     def session(self) -> Session:

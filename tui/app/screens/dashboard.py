@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Footer, Header, Label, ListItem, ListView
 from tui.app.feed import HostRow, RunView
 from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.widgets.charts import Chart, RunProgress
+from tui.app.widgets.livetable import LiveTable
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
@@ -63,7 +64,7 @@ class DashboardScreen(Screen[None]):
             yield Label(
                 "No runs yet: mark a config on the Cases screen (1) and launch.", id="run-status"
             )
-            yield DataTable(id="host-table", cursor_type="row", zebra_stripes=True)
+            yield LiveTable(id="host-table", cursor_type="row", zebra_stripes=True)
             with Horizontal(id="charts"):
                 yield Chart("throughput", "samples/s", id="chart-throughput")
                 yield Chart("loss", "loss", id="chart-loss")
