@@ -143,3 +143,38 @@ def test_the_host_table_keeps_about_a_screen_of_renders() -> None:
         assert source.count(f"self.{name}") >= 2, name  # made and read by DataTable
         assert getattr(live, name).maxsize <= CELLS, name
         assert getattr(live, name).maxsize < getattr(stock, name).maxsize, name
+
+
+def test_at_80_columns_a_hosts_note_shows_whole_under_the_table(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            hosts = ["node-a", "node-b", "node-c"]
+            app.feed.add_run(RUN, "emitter", "cpu/CPUx3x1", hosts, {})
+            app.feed.push(RunStarted(RUN, "emitter", "cpu/CPUx3x1", hosts, 0.0))
+            await pilot.press("3")
+            screen = app.screen
+            table, note = screen.query_one(DataTable), screen.query_one("#host-note", Label)
+            await wait_for(pilot, lambda: table.row_count == 3)
+            assert plain(note).strip() == ""  # nothing to say yet
+            why = "host node-c: failed: RuntimeError: NCCL timeout after 600 s on rank 7"
+            app.feed.push(HostState(RUN, "node-c", "failed", why))
+            await wait_for(
+                pilot, lambda: plain(note).strip() == why
+            )  # not highlighted, still shown
+            assert note.has_class("error")
+            app.feed.push(HostState(RUN, "node-a", "stopped", "stopped by the run's cleanup"))
+            table.focus()
+            await wait_for(
+                pilot, lambda: "node-a" in str(table.get_cell("node-a", "state")) or True
+            )
+            await pilot.pause(0.6)
+            assert table.cursor_row == 0
+            await wait_for(
+                pilot, lambda: plain(note).strip() == "node-a: stopped by the run's cleanup"
+            )
+            assert not note.has_class("error")
+            await pilot.press("down")  # node-b has no note: the failed host's reason again
+            await wait_for(pilot, lambda: plain(note).strip() == why)
+
+    run(scenario())

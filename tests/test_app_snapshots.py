@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from app_support import fixed_inventory, make_app, plain, seed_store, wait_for
 from test_app_dashboard import metric
 from textual.pilot import Pilot
@@ -14,8 +15,13 @@ from textual.widgets import DataTable, Static
 
 from tui.events import HostState, RunFinished, RunStarted
 
-SIZE = (100, 30)
 RUN = "20261122-070000-emitter-0001"
+
+
+@pytest.fixture(params=[(100, 30), (80, 24)], ids=["100x30", "80x24"])
+def size(request: pytest.FixtureRequest) -> tuple[int, int]:
+    """Every screen at a roomy size and at the smallest the app supports (80x24)."""
+    return request.param
 
 
 async def _cases_ready(pilot: Pilot) -> None:
@@ -23,12 +29,14 @@ async def _cases_ready(pilot: Pilot) -> None:
     await wait_for(pilot, lambda: "localhost" in plain(hosts))
 
 
-def test_cases_screen(snap_compare, tmp_path: Path) -> None:
+def test_cases_screen(snap_compare, tmp_path: Path, size: tuple[int, int]) -> None:
     app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
-    assert snap_compare(app, terminal_size=SIZE, run_before=_cases_ready)
+    assert snap_compare(app, terminal_size=size, run_before=_cases_ready)
 
 
-def test_cases_screen_light_theme_with_a_bad_override(snap_compare, tmp_path: Path) -> None:
+def test_cases_screen_light_theme_with_a_bad_override(
+    snap_compare, tmp_path: Path, size: tuple[int, int]
+) -> None:
     app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
 
     async def before(pilot: Pilot) -> None:
@@ -37,10 +45,10 @@ def test_cases_screen_light_theme_with_a_bad_override(snap_compare, tmp_path: Pa
         await pilot.press("down", "space", "o", *"steps=0 interval_s=0.5")
         await pilot.press("home")
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+    assert snap_compare(app, terminal_size=size, run_before=before)
 
 
-def test_hosts_screen(snap_compare, tmp_path: Path) -> None:
+def test_hosts_screen(snap_compare, tmp_path: Path, size: tuple[int, int]) -> None:
     app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
 
     async def before(pilot: Pilot) -> None:
@@ -51,10 +59,10 @@ def test_hosts_screen(snap_compare, tmp_path: Path) -> None:
             pilot, lambda: str(table.get_cell("localhost", "reachable")) == "yes", timeout=120
         )
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+    assert snap_compare(app, terminal_size=size, run_before=before)
 
 
-def test_runs_screen(snap_compare, tmp_path: Path) -> None:
+def test_runs_screen(snap_compare, tmp_path: Path, size: tuple[int, int]) -> None:
     app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
 
     async def before(pilot: Pilot) -> None:
@@ -73,10 +81,12 @@ def test_runs_screen(snap_compare, tmp_path: Path) -> None:
         await wait_for(pilot, lambda: str(table.get_cell("node-b", "state")) == "failed")
         await pilot.pause(0.6)
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+    assert snap_compare(app, terminal_size=size, run_before=before)
 
 
-def test_results_screen_comparing_two_runs(snap_compare, tmp_path: Path) -> None:
+def test_results_screen_comparing_two_runs(
+    snap_compare, tmp_path: Path, size: tuple[int, int]
+) -> None:
     seed_store(tmp_path / "results")
     app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
 
@@ -87,4 +97,4 @@ def test_results_screen_comparing_two_runs(snap_compare, tmp_path: Path) -> None
         table.focus()
         await pilot.press("space", "down", "down", "space", "d")
 
-    assert snap_compare(app, terminal_size=SIZE, run_before=before)
+    assert snap_compare(app, terminal_size=size, run_before=before)

@@ -236,6 +236,11 @@ class RunFeed:
             out.log = deque(view.log, maxlen=LOG_LINES)
             return out
 
+    def rows(self, run_id: str) -> dict[str, HostRow]:
+        """One run's host rows (immutable), without copying its series and log."""
+        with self._lock:
+            return dict(self.runs[run_id].rows)
+
     def series(self, run_id: str, name: str, width: int) -> list[float]:
         """One chart's points for a widget ``width`` cells wide."""
         with self._lock:

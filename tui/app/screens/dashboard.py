@@ -65,6 +65,9 @@ class DashboardScreen(Screen[None]):
                 "No runs yet: mark a config on the Cases screen (1) and launch.", id="run-status"
             )
             yield LiveTable(id="host-table", cursor_type="row", zebra_stripes=True)
+            # The note column is the first cut on a narrow terminal: the highlighted host's
+            # note (or a failed host's reason) is also shown here, whole.
+            yield Label("", id="host-note")
             with Horizontal(id="charts"):
                 yield Chart("throughput", "samples/s", id="chart-throughput")
                 yield Chart("loss", "loss", id="chart-loss")
@@ -101,6 +104,7 @@ class DashboardScreen(Screen[None]):
             self.query_one(Log).write_line(line)
         if self.selected in runs:
             self._show_status(feed.snapshot(self.selected))
+        self._show_note()
         self._draw_charts()
 
     def _sync_status(self) -> None:
@@ -139,7 +143,30 @@ class DashboardScreen(Screen[None]):
         log.clear()
         log.write_lines(list(view.log))
         self._show_status(view)
+        self._show_note()
         self._draw_charts()
+
+    @on(DataTable.RowHighlighted, "#host-table")
+    def _row_highlighted(self) -> None:
+        self._show_note()
+
+    def _show_note(self) -> None:
+        """The highlighted host's note, else the first failed host's reason."""
+        if self.selected is None:
+            return
+        rows = self.app.feed.rows(self.selected)
+        table = self.query_one(DataTable)
+        keys = list(table.rows)
+        cursor = table.cursor_row
+        here = rows.get(keys[cursor].value) if 0 <= cursor < len(keys) else None
+        failed = (r for r in rows.values() if r.phase in ("failed", "unreachable") and r.message)
+        row = here if here is not None and here.message else next(failed, None)
+        text = "" if row is None else row.message
+        if row is not None and not text.startswith(f"host {row.host}"):
+            text = f"{row.host}: {text}"
+        note = self.query_one("#host-note", Label)
+        note.update(Text(text, overflow="ellipsis", no_wrap=True), layout=False)
+        note.set_class(row is not None and row.phase in ("failed", "unreachable"), "error")
 
     def _show_status(self, view: RunView) -> None:
         text = f"{view.case} {view.config}  run {view.run_id}  [{view.status}]"

@@ -40,10 +40,30 @@ class ResultsScreen(Screen[None]):
     )
     BINDINGS = [
         Binding("space", "toggle", "Mark", id="results.mark"),
-        Binding("t", "table", "Seeds' table", id="results.table"),
-        Binding("d", "compare", "Compare 2", id="results.compare"),
+        # Short words: at 80 columns the footer must still show help and the screen keys.
+        Binding(
+            "t",
+            "table",
+            "Table",
+            tooltip="The seeds' table of the marked runs (t)",
+            id="results.table",
+        ),
+        Binding(
+            "d",
+            "compare",
+            "Compare",
+            tooltip="Two marked runs side by side (d)",
+            id="results.compare",
+        ),
         Binding("e", "export", "Export", id="results.export"),
-        Binding("r", "reload", "Reload", id="results.reload"),
+        Binding(
+            "r",
+            "reload",
+            "Reload",
+            show=False,
+            tooltip="Read the store again (r)",
+            id="results.reload",
+        ),
     ]
 
     app: FleetperfApp
