@@ -212,6 +212,45 @@ def test_launch_on_an_unreachable_engine_fails_in_one_line(run_dir: Path) -> Non
     assert "\n" not in res["msg"] and len(res["msg"]) > len("host h1: docker: ")
 
 
+def test_stop_of_a_workload_whose_supervisor_is_gone_writes_the_exit(run_dir: Path) -> None:
+    """The supervisor writes exit_code; when it was killed first, stop writes the signal."""
+    orphan = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    try:
+        (run_dir / "workload.pid").write_text(str(orphan.pid))
+        res, _ = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir), grace=5)
+        assert (res["changed"], res["msg"], res["signal"]) == (True, "stopped", signal.SIGTERM)
+        assert orphan.wait(timeout=5) == -signal.SIGTERM
+        assert (run_dir / "exit_code").read_text() == str(-signal.SIGTERM)
+    finally:
+        orphan.kill()
+        orphan.wait()
+
+
+def test_stop_before_a_launch_and_in_check_mode_touches_nothing(run_dir: Path) -> None:
+    res, _ = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir))
+    assert (res["changed"], res["msg"]) == (False, "never started")
+    pid = launch(run_dir, "import time; time.sleep(600)")
+    dry, _ = module(
+        "fleetperf_stop", run_dir.parent, run_dir=str(run_dir), _ansible_check_mode=True
+    )
+    assert dry.get("skipped") and alive(pid)  # a stop is never simulated: Ansible skips it
+    missing, _ = module("fleetperf_stop", run_dir.parent, grace=1)
+    assert missing["failed"] and "run_dir" in missing["msg"] and alive(pid)
+
+
+def test_stop_releases_only_its_own_lease(run_dir: Path) -> None:
+    lease = run_dir.parent / "fleetperf.lease"
+    args = {"run_dir": str(run_dir), "lease": str(lease)}
+    res, _ = module("fleetperf_stop", run_dir.parent, **args)  # no lease file: nothing to free
+    assert not res["changed"] and "released" not in res
+    lease.write_text(json.dumps({"run_id": "run-2"}))
+    res, _ = module("fleetperf_stop", run_dir.parent, **args)
+    assert not res["changed"] and lease.exists()  # another run's
+    lease.write_text(json.dumps({"run_id": run_dir.name}))
+    res, _ = module("fleetperf_stop", run_dir.parent, **args)
+    assert (res["changed"], res["released"]) == (True, True) and not lease.exists()
+
+
 def _pgrp(proc: Path) -> int | None:
     try:
         return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2])
@@ -312,6 +351,47 @@ def test_tail_of_a_workload_killed_mid_line_finishes(run_dir: Path) -> None:
     assert res["finished"] and res["lines"] == ['{"kind": "step"}'] and took < 5
     res, took = tail(run_dir, wait=30)
     assert res["finished"] and res["lines"] == [] and res["exit_code"] == -9
+
+
+def test_tail_before_any_event_and_of_an_unreadable_exit(run_dir: Path) -> None:
+    (run_dir / "workload.pid").write_text(NO_PID)
+    res, _ = tail(run_dir, wait=0.3)
+    assert (res["lines"], res["events_bytes"], res["finished"]) == ([], 0, False)
+    (run_dir / "exit_code").write_text("")  # the exit happened, its code is unknown
+    res, _ = tail(run_dir, wait=5)
+    assert res["finished"] and res["exit_code"] == -1
+    missing, _ = module("fleetperf_tail", run_dir.parent, timeout_s=1, stall_s=1)
+    assert missing["failed"] and "run_dir" in missing["msg"]
+
+
+def test_tail_beats_at_most_every_few_seconds(run_dir: Path) -> None:
+    (run_dir / "workload.pid").write_text(NO_PID)
+    t0 = time.time()
+    res, took = tail(run_dir, wait=2)
+    assert took >= 2 and not res["lines"]
+    beat = (run_dir / "heartbeat").stat().st_mtime
+    assert beat - t0 < 1.5  # once when the hold began, not on every look at the files
+
+
+def test_tail_returns_when_ansible_stops_reading(run_dir: Path) -> None:
+    """Ansible gone (its end of our stdout closed): nobody wants the result; do not hold."""
+    (run_dir / "workload.pid").write_text(NO_PID)
+    args = run_dir.parent / "tail-gone.json"
+    params = {"run_dir": str(run_dir), "wait": 60, "timeout_s": 600, "stall_s": 600}
+    args.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": params}))
+    proc = subprocess.Popen(
+        module_argv("fleetperf_tail", args), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    try:
+        time.sleep(1.5)  # holding
+        t0 = time.monotonic()
+        assert proc.stdout is not None
+        proc.stdout.close()
+        proc.wait(timeout=10)
+        assert time.monotonic() - t0 < 5
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_tail_for_a_followed_host_waits_for_the_end_without_lines(run_dir: Path) -> None:
