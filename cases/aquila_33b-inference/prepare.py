@@ -29,13 +29,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness.staging import link_or_copy  # noqa: E402 - after the case's own directory
 
 LAMBADA = "lambada_test_bak.jsonl"
 SPECIAL_TOKENS = ("<|endoftext|>", "</s>", "<s>", "<|unk|>")
@@ -99,15 +100,6 @@ def synthetic(out: Path, seed: int, n_texts: int) -> None:
 
 
 # ------------------------------------------------------------------------------ --from
-def link_or_copy(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    dst.unlink(missing_ok=True)
-    try:
-        os.link(src, dst)
-    except OSError:  # another filesystem
-        shutil.copy2(src, dst)
-
-
 def hf_files(folder: Path) -> list[Path]:
     """config.json and the safetensors files an HF checkpoint folder needs (checked)."""
     from aquila_model import llama_config

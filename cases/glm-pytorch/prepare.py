@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import shutil
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness.staging import link_or_copy  # noqa: E402 - after the case's own directory
 
 CHECKPOINT = "mp_rank_00_model_states.pt"
 # verb in the passage -> role word in the query (a role word appears in queries only)
@@ -155,15 +155,6 @@ def check_checkpoint(path: Path) -> None:
             raise StageError(
                 f"{path}: {key} has shape {tuple(sd[key].shape)}, expected {tuple(value.shape)}"
             )
-
-
-def link_or_copy(src: Path, dst: Path) -> None:
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    dst.unlink(missing_ok=True)
-    try:
-        os.link(src, dst)
-    except OSError:  # another filesystem
-        shutil.copy2(src, dst)
 
 
 def stage(src: Path, out: Path) -> None:
