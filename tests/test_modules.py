@@ -364,6 +364,15 @@ def test_tail_before_any_event_and_of_an_unreadable_exit(run_dir: Path) -> None:
     assert missing["failed"] and "run_dir" in missing["msg"]
 
 
+def test_tail_in_check_mode_reads_without_moving_the_offset(run_dir: Path) -> None:
+    (run_dir / "workload.pid").write_text(NO_PID)
+    (run_dir / "events.jsonl").write_text('{"kind": "step"}\n')
+    for _ in range(2):  # the same line again: a dry run consumes nothing
+        res, _ = tail(run_dir, wait=1, _ansible_check_mode=True)
+        assert res["lines"] == ['{"kind": "step"}'] and not res.get("skipped")
+    assert not (run_dir / "events.offset").exists()
+
+
 def test_tail_beats_at_most_every_few_seconds(run_dir: Path) -> None:
     (run_dir / "workload.pid").write_text(NO_PID)
     t0 = time.time()
