@@ -267,6 +267,9 @@ def tail(run_dir: Path, **args: object) -> tuple[dict, float]:
 def test_tail_holds_until_a_complete_line_and_then_returns_promptly(run_dir: Path) -> None:
     (run_dir / "workload.pid").write_text(NO_PID)
     events = run_dir / "events.jsonl"
+    events.write_text('{"kind": "start"}\n')
+    first, _ = tail(run_dir)  # read already: the hold below starts past it
+    assert first["lines"] == ['{"kind": "start"}']
 
     def writer() -> None:
         time.sleep(1.0)
@@ -283,7 +286,7 @@ def test_tail_holds_until_a_complete_line_and_then_returns_promptly(run_dir: Pat
     assert res["lines"] == ['{"kind": "step"}'] and not res["finished"]
     assert 2.0 <= took < 4.0  # returned on the complete line, long before wait (10 s)
     assert res["cpu_s"] > 0 and float((run_dir / "poll_cpu_s").read_text()) == pytest.approx(
-        res["cpu_s"], abs=1e-5
+        first["cpu_s"] + res["cpu_s"], abs=1e-5
     )
     assert (run_dir / "heartbeat").exists()
 
@@ -305,11 +308,12 @@ def test_tail_returns_at_the_stall_deadline_and_on_exit(run_dir: Path) -> None:
     (run_dir / "workload.pid").write_text(NO_PID)
     res, took = tail(run_dir, stall_s=2, wait=30)
     assert res["stalled"] and not res["finished"] and took < 5
-    (run_dir / "stderr.log").write_text("boom\nTraceback: the end\n")
+    (run_dir / "stderr.log").write_text("boom\n" * 1000 + "Traceback: the end\n")
     (run_dir / "exit_code").write_text("-9")
     res, took = tail(run_dir, wait=30)
     assert res["finished"] and res["exit_code"] == -9 and took < 5
     assert res["stderr_tail"].endswith("Traceback: the end\n")
+    assert len(res["stderr_tail"]) == 2000  # the last 2,000 bytes, not the whole log
 
 
 def test_tail_reports_the_run_time_out_and_not_a_stall(run_dir: Path) -> None:
@@ -360,8 +364,11 @@ def test_tail_before_any_event_and_of_an_unreadable_exit(run_dir: Path) -> None:
     (run_dir / "exit_code").write_text("")  # the exit happened, its code is unknown
     res, _ = tail(run_dir, wait=5)
     assert res["finished"] and res["exit_code"] == -1
-    missing, _ = module("fleetperf_tail", run_dir.parent, timeout_s=1, stall_s=1)
-    assert missing["failed"] and "run_dir" in missing["msg"]
+    for given in ({"timeout_s": 1, "stall_s": 1}, {"run_dir": str(run_dir), "timeout_s": 1},
+                  {"run_dir": str(run_dir), "stall_s": 1}):  # fmt: skip
+        missing, _ = module("fleetperf_tail", run_dir.parent, **given)
+        absent = {"run_dir", "timeout_s", "stall_s"} - set(given)
+        assert missing["failed"] and missing["msg"].endswith(", ".join(sorted(absent)))
 
 
 def test_tail_in_check_mode_reads_without_moving_the_offset(run_dir: Path) -> None:
