@@ -251,6 +251,14 @@ def test_stop_releases_only_its_own_lease(run_dir: Path) -> None:
     assert (res["changed"], res["released"]) == (True, True) and not lease.exists()
 
 
+def test_stop_on_an_unreachable_engine_fails_in_one_line(run_dir: Path) -> None:
+    target = {"docker_host": f"unix://{run_dir}/no-engine.sock", "run_id": "run-1", "host": "h1"}
+    (run_dir / "container.json").write_text(json.dumps(target))
+    res, _ = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir), reason="cleanup")
+    assert res["failed"] and res["msg"].startswith("docker: ") and "\n" not in res["msg"]
+    assert "Traceback" not in json.dumps(res) and not (run_dir / "stop_reason").exists()
+
+
 def _pgrp(proc: Path) -> int | None:
     try:
         return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[2])

@@ -103,10 +103,14 @@ def release(lease: str, run_id: str) -> bool:
 def stop_container(run_dir: str, target: dict, grace: float, reason: str | None) -> dict:
     """Docker executor: stop the run's container if it runs, and remove it in any case."""
     exit_file = os.path.join(run_dir, "exit_code")
-    if reason and fleetperf_docker.exit_code(target) is None:
-        with open(os.path.join(run_dir, "stop_reason"), "w") as f:
-            f.write(reason)
-    done = fleetperf_docker.stop(target, grace)
+    try:
+        running = fleetperf_docker.exit_code(target) is None
+        if reason and running:
+            with open(os.path.join(run_dir, "stop_reason"), "w") as f:
+                f.write(reason)
+        done = fleetperf_docker.stop(target, grace)
+    except Exception as exc:  # noqa: BLE001 - an engine error is this host's one-line failure
+        return {"failed": True, "msg": f"docker: {str(exc).splitlines()[0]}"}
     if done["exit_codes"] and not os.path.exists(exit_file):
         with open(exit_file, "w") as f:
             f.write(str(done["exit_codes"][0]))
@@ -150,6 +154,8 @@ def main() -> None:
     )
     run_dir, lease = module.params["run_dir"], module.params["lease"]
     result = stop(run_dir, module.params["grace"], module.params["reason"])
+    if result.pop("failed", False):
+        module.fail_json(**result)
     if lease and release(lease, os.path.basename(os.path.normpath(run_dir))):
         result.update(changed=True, released=True)
     module.exit_json(**result)
