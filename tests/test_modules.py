@@ -365,6 +365,14 @@ def test_tail_of_a_workload_killed_mid_line_finishes(run_dir: Path) -> None:
     assert res["finished"] and res["lines"] == [] and res["exit_code"] == -9
 
 
+def test_tail_of_a_blank_last_line_finishes(run_dir: Path) -> None:
+    (run_dir / "workload.pid").write_text(NO_PID)
+    (run_dir / "events.jsonl").write_text("\n")
+    (run_dir / "exit_code").write_text("0")
+    res, took = tail(run_dir, wait=30)
+    assert res["finished"] and res["lines"] == [] and took < 5
+
+
 def test_tail_before_any_event_and_of_an_unreadable_exit(run_dir: Path) -> None:
     (run_dir / "workload.pid").write_text(NO_PID)
     res, _ = tail(run_dir, wait=0.3)
