@@ -35,7 +35,7 @@ mine = PerfTotals(
 ballast = bytearray(b"x" * (300 * 2**20 if r == 1 else 1))  # rank 1 peaks ~300 MiB higher
 monitor = MemoryMonitor(device)
 own_used, _ = monitor.peak_gib()
-used, total = reduce_memory(monitor)
+used, total = reduce_memory(*monitor.peak_gib())
 out = {"mine": mine.as_dict(), "run": reduce_totals(mine).as_dict(), "own_used": own_used,
        "used": used, "total": total}
 shutdown_distributed()
@@ -81,3 +81,11 @@ def test_two_ranks_reduce_counts_by_sum_and_times_by_max() -> None:
     assert outs[0]["used"] == outs[1]["used"] == max(o["own_used"] for o in outs)
     assert outs[1]["own_used"] > outs[0]["own_used"]
     assert outs[0]["total"] == outs[1]["total"] > 0
+
+
+def test_memory_no_rank_knows_stays_unknown() -> None:
+    from harness.dist import reduce_memory
+
+    assert reduce_memory(None, None) == (None, None)  # one process: no collective
+    assert reduce_memory(1.5, None) == (1.5, None)
+    assert reduce_memory(None, 80.0) == (None, 80.0)

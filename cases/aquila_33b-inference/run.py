@@ -156,7 +156,7 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
     p_val_whole, p_val_core = rates(val_tot)
     p_infer_whole, p_infer_core = rates(infer_tot)
     totals = harness.reduce_totals(infer_tot)
-    mem = harness.reduce_memory(memory)
+    mem = harness.reduce_memory(*memory.peak_gib())
     harness.shutdown_distributed()
     if env.is_global_zero:
         payload = harness.build_result(

@@ -268,7 +268,7 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
         log_step()
 
     totals = harness.reduce_totals(perf.totals())  # collectives: every rank takes part
-    mem = harness.reduce_memory(memory)
+    mem = harness.reduce_memory(*memory.peak_gib())
     harness.shutdown_distributed()
     if not env.is_global_zero:
         return 0

@@ -253,7 +253,7 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
         log_step()
 
     totals = harness.reduce_totals(perf.totals())
-    mem = harness.reduce_memory(memory)
+    mem = harness.reduce_memory(*memory.peak_gib())
     harness.shutdown_distributed()
     if env.is_global_zero:
         message = None if converged else f"target acc {target} not reached in {max_samples} samples"

@@ -16,7 +16,6 @@ from harness.perf import PerfTotals
 
 if TYPE_CHECKING:
     from harness.device import Device
-    from harness.memory import MemoryMonitor
 
 _reduce_device: Any = None
 
@@ -96,9 +95,9 @@ def all_reduce(values: Sequence[float], op: str = "sum") -> list[float]:
     return t.tolist()
 
 
-def reduce_memory(monitor: MemoryMonitor) -> tuple[float | None, float | None]:
-    """(peak used, total) GiB of the rank that used the most memory."""
-    used, total = monitor.peak_gib()
+def reduce_memory(used: float | None, total: float | None) -> tuple[float | None, float | None]:
+    """The highest (peak used, total) GiB over all ranks, from each rank's
+    ``MemoryMonitor.peak_gib()``; None where no rank knows."""
     used, total = all_reduce([used or 0.0, total or 0.0], "max")
     return used or None, total or None
 

@@ -3,7 +3,7 @@
 A case calls, on every rank (the reductions are collectives)::
 
     totals = harness.reduce_totals(perf.totals())
-    memory = harness.reduce_memory(monitor)
+    memory = harness.reduce_memory(*monitor.peak_gib())
     harness.shutdown_distributed()
 
 and then, on global rank 0::

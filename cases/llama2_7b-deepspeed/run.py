@@ -208,7 +208,7 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
     perf.train_end()
 
     totals = harness.reduce_totals(perf.totals())
-    mem = harness.reduce_memory(memory)
+    mem = harness.reduce_memory(*memory.peak_gib())
     harness.shutdown_distributed()
     if not env.is_global_zero:
         return 0

@@ -249,7 +249,7 @@ def main(args: argparse.Namespace, env: harness.DistEnv, events: harness.EventWr
         device=device,
         chip=config.get("chip"),
         flops=flops,
-        memory=harness.reduce_memory(memory),
+        memory=harness.reduce_memory(*memory.peak_gib()),
         metrics={"acc": acc, "loss": last_loss if finite else None, "lora_params": n_lora},
         converged=finite,
         message=None if finite else f"training loss is {last_loss}",
