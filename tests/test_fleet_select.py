@@ -42,6 +42,8 @@ def test_the_least_used_hosts_are_chosen_and_the_master_stays_first() -> None:
     used = {"n0": 2, "n1": 1, "n2": 0, "n3": 1}
     # n2 (never used) and n1 (first of the once-used): in inventory order, n1 leads
     assert select_hosts(inv, spec("nvidia/A100x2x8"), used) == ["n1", "n2"]
+    # a host the count does not mention was never used: the same as a count of 0
+    assert select_hosts(inv, spec("nvidia/A100x1x8"), {"n0": 0}) == ["n0"]
 
 
 def test_chip_and_device_count_decide_and_unset_vars_do_not_exclude() -> None:
@@ -73,6 +75,9 @@ def test_too_few_hosts_says_how_many_and_which() -> None:
         "inventory inv.yml: group 'nvidia' has 1 host(s) with chip A100 and 8+ devices, "
         "the config needs 2"
     )
+    all_fit = inventory({"n0": EIGHT})  # every host fits: nothing to qualify
+    with pytest.raises(CatalogError, match=r"group 'nvidia' has 1 host\(s\), the config needs 2$"):
+        select_hosts(all_fit, spec("nvidia/A100x2x8"))
     bare = inventory({"only": {}})
     with pytest.raises(CatalogError, match=r"has 1 host\(s\), the config needs 2$"):
         select_hosts(bare, spec("nvidia/A100x2x8"))
@@ -103,6 +108,10 @@ BASE = {
             ("failed", "host h: failed: fetch: no space"),
         ),
         ({"rc": 2, "runner_status": "failed"}, ("failed", "ansible-runner ended failed")),
+        (
+            {"result": None, "errors": ["host a: first", "host b: then"]},
+            ("failed", "host a: first"),
+        ),
         ({"result": None, "errors": ["host h: rank 1: boom"]}, ("failed", "host h: rank 1: boom")),
         ({"result": None, "runner_status": "timeout"}, ("failed", "ansible-runner ended timeout")),
         (

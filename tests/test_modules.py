@@ -193,6 +193,8 @@ def test_launch_is_idempotent_and_honours_check_mode(run_dir: Path) -> None:
     assert (again["changed"], again["pid"], again["msg"]) == (False, pid, "already started")
     missing, _ = module("fleetperf_launch", run_dir.parent, run_dir=str(run_dir))
     assert missing["failed"] and "missing required arguments: argv, chdir" in missing["msg"]
+    missing, _ = module("fleetperf_launch", run_dir.parent, argv=["true"], chdir=str(run_dir))
+    assert missing["failed"] and "missing required arguments: run_dir" in missing["msg"]
 
 
 def test_launch_on_an_unreachable_engine_fails_in_one_line(run_dir: Path) -> None:
