@@ -65,6 +65,7 @@ def test_other_kinds_and_bad_lines() -> None:
     )
     assert isinstance(result, CaseResult)
     assert result.metrics == {"p_core": 3.0, "mfu": None} and result.notes == ["n"]
+    assert result.converged is True
     err = parse_line("r1", "h", line(kind="error", message=" boom \n", traceback="tb"))
     assert isinstance(err, WorkloadError) and err.message == "boom"
     assert parse_line("r1", "h", "{not json") is None
@@ -233,6 +234,8 @@ def test_a_failure_says_why_from_whatever_the_module_left() -> None:
     assert _failed({}, host="n1").message == "failed"
     loop = {"msg": "All items completed", "results": [{"failed": True}]}
     assert _failed(loop, host="n1").message == "All items completed"
+    two = {"results": [{"failed": True, "msg": "first"}, {"failed": True, "msg": "second"}]}
+    assert _failed(two, host="n1").message == "first"
     # ansible-runner names a delegated or unnamed host by its address only
     assert _failed({"msg": "x"}, remote_addr="10.0.0.7").host == "10.0.0.7"
 

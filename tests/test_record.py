@@ -61,6 +61,7 @@ def test_config_outside_the_pattern_needs_explicit_shape() -> None:
         {"config": "weird", "chip": "CPU", "nnodes": 1, "nproc_per_node": None},
         {"config": "weird", "chip": "CPU", "nnodes": None, "nproc_per_node": 1},
         {"config": "weird", "chip": "CPU", "nnodes": 0, "nproc_per_node": 1},
+        {"config": "weird", "chip": "CPU", "nnodes": 1, "nproc_per_node": 0},
         {"fix_hp": {"lr": object()}},
         {"hp": {"lr": float("nan")}},  # JSON has no NaN
         {"environment": {"t": float("inf")}},
@@ -106,6 +107,7 @@ def test_a_one_letter_case_and_vendor_are_names() -> None:
     fields |= {"run_id": "r", "case": "x", "vendor": "y", "config": "z", "nproc_per_node": 1}
     record = RunRecord(**fields)
     assert (record.run_id, record.case, record.vendor, record.config) == ("r", "x", "y", "z")
+    assert record.cleaned is False  # only `fleetperf cleanup` marks a run cleaned
 
 
 def test_default_columns_follow_what_the_run_measured() -> None:

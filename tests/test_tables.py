@@ -11,7 +11,7 @@ from harness.metrics import METRICS
 from seed_records import inference, llama_finetune, seed001_records
 
 from tui import tables
-from tui.record import METRIC_KEYS
+from tui.record import LOADED, METRIC_KEYS
 from tui.tables import config_label, format_fix_hp, to_csv, to_json, to_markdown
 
 REPO = Path(__file__).resolve().parents[1]
@@ -218,3 +218,17 @@ def test_render_defaults_to_no_ids() -> None:
     assert tables.render(records, "md") == to_markdown(records)
     assert "| run |" not in tables.render(records, "md")
     assert tables.render(records, "json") == to_json(records)
+
+
+def test_the_busy_threshold_is_inclusive_and_a_half_known_memory_is_unknown() -> None:
+    quiet, busy = seed001_records()[:2]
+    at = busy.model_copy(update={"load_per_cpu": LOADED})
+    assert "(loaded host: load 0.5 per CPU at start)" in to_markdown([quiet, at])
+    half = busy.model_copy(update={"metrics": {**busy.metrics, "mem_total_gib": None}})
+    assert to_markdown([half]).splitlines()[4].endswith(" | / |")
+
+
+def test_csv_keeps_precision_and_text_as_written() -> None:
+    record = llama_finetune("l-1", {"mmlu_subjects": ["高中数学"]}, {"loss": 1.5})
+    (row,) = csv.DictReader(io.StringIO(to_csv([record])))
+    assert row["precision"] == "fp32" and "高中数学" in row["fix_hp"]
