@@ -361,8 +361,10 @@ def test_tail_of_a_workload_killed_mid_line_finishes(run_dir: Path) -> None:
     (run_dir / "workload.pid").write_text(NO_PID)
     (run_dir / "events.jsonl").write_text('{"kind": "step"}\n{"kind": "st')
     (run_dir / "exit_code").write_text("-9")
+    (run_dir / "stderr.log").write_text("Killed\n")
     res, took = tail(run_dir, wait=30)
     assert res["finished"] and res["lines"] == ['{"kind": "step"}'] and took < 5
+    assert res["stderr_tail"] == "Killed\n"  # shorter than the tail: whole
     res, took = tail(run_dir, wait=30)
     assert res["finished"] and res["lines"] == [] and res["exit_code"] == -9
 
