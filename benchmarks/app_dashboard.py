@@ -4,7 +4,9 @@ A feeder thread calls the feed the way the engine does (``RunFeed.push`` from an
 thread) with ``--rate`` MetricSample events per second spread over ``--hosts`` hosts of one
 run, for ``--seconds``, while the app (headless, the Runs screen showing that run) refreshes
 its table, charts and log every tick. A probe on the app's event loop measures how late a
-50 ms sleep wakes up; RSS is sampled every 5 s.
+50 ms sleep wakes up; RSS is sampled every 5 s. Each stall over 50 ms is listed with when
+it happened and the garbage collections that ran inside it (timed through ``gc.callbacks``),
+so a stall can be told from a collection, a redraw or a wait for the CPU.
 
     .venv/bin/python benchmarks/app_dashboard.py [--seconds 60] [--rate 5000] [--hosts 64]
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import statistics
 import tempfile
 import threading
@@ -27,6 +30,26 @@ from tui.events import MetricSample, RunStarted
 
 RUN = "bench-run"
 PROBE_S = 0.05
+STALL_S = 0.05  # a lag above this is listed with its time and the collections inside it
+
+
+class GcTimer:
+    """Times every garbage collection: (start since t0, generation, seconds)."""
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+        self.runs: list[tuple[float, int, float]] = []
+        self._began = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        now = time.monotonic()
+        if phase == "start":
+            self._began = now
+        else:
+            self.runs.append((self._began - self.t0, info["generation"], now - self._began))
+
+    def inside(self, a: float, b: float) -> list[tuple[float, int, float]]:
+        return [r for r in self.runs if a <= r[0] <= b]
 
 
 def feeder(
@@ -89,15 +112,23 @@ async def _bench(tmp: Path, seconds: float, rate: int, n_hosts: int) -> dict[str
         )
         start, cpu0 = time.monotonic(), proc.cpu_times()
         load0 = psutil.getloadavg()[0]
+        timer = GcTimer(start)
+        stalls: list[tuple[float, float]] = []  # (probe start since start, lag)
+        gc.callbacks.append(timer)
         thread.start()
         next_rss = start
-        while thread.is_alive():
-            t0 = time.monotonic()
-            await asyncio.sleep(PROBE_S)
-            lags.append(time.monotonic() - t0 - PROBE_S)
-            if t0 >= next_rss:
-                rss.append((t0 - start, proc.memory_info().rss / 2**20))
-                next_rss += 5.0
+        try:
+            while thread.is_alive():
+                t0 = time.monotonic()
+                await asyncio.sleep(PROBE_S)
+                lags.append(time.monotonic() - t0 - PROBE_S)
+                if lags[-1] > STALL_S:
+                    stalls.append((t0 - start, lags[-1]))
+                if t0 >= next_rss:
+                    rss.append((t0 - start, proc.memory_info().rss / 2**20))
+                    next_rss += 5.0
+        finally:
+            gc.callbacks.remove(timer)
         elapsed = time.monotonic() - start
         cpu1, load1 = proc.cpu_times(), psutil.getloadavg()[0]
         await pilot.pause(1.0)
@@ -118,6 +149,8 @@ async def _bench(tmp: Path, seconds: float, rate: int, n_hosts: int) -> dict[str
         "cpu_share": (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / elapsed,
         "load": (load0, load1),
         "rss_series": rss,
+        "stalls": [(t, lag, timer.inside(t, t + PROBE_S + lag)) for t, lag in stalls],
+        "gc_runs": timer.runs,
     }
 
 
@@ -146,6 +179,17 @@ def main() -> None:
         f" machine load average {r['load'][0]:.1f} at start, {r['load'][1]:.1f} at the end"
     )
     print("RSS every 5 s (s, MiB): " + ", ".join(f"{t:.0f}:{m:.1f}" for t, m in r["rss_series"]))
+    for gen in range(3):
+        runs = [d for _, g, d in r["gc_runs"] if g == gen]
+        if runs:
+            print(
+                f"gc generation {gen}: {len(runs)} collections, longest {max(runs) * 1000:.1f} ms,"
+                f" {sum(runs) * 1000:.0f} ms in all"
+            )
+    print(f"stalls over {STALL_S * 1000:.0f} ms: {len(r['stalls'])}")
+    for t, lag, runs in r["stalls"]:
+        inside = ", ".join(f"gen {g} {d * 1000:.0f} ms" for _, g, d in runs) or "no collection"
+        print(f"  at {t:6.1f} s: {lag * 1000:.0f} ms ({inside})")
 
 
 if __name__ == "__main__":

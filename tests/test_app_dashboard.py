@@ -145,6 +145,54 @@ def test_the_host_table_keeps_about_a_screen_of_renders() -> None:
         assert getattr(live, name).maxsize < getattr(stock, name).maxsize, name
 
 
+def test_the_host_table_draws_its_cells_as_the_stock_table_does() -> None:
+    """LiveTable draws plain cells itself (the stock path cost the benchmark's stalls):
+    every line, cursor row and cropped cell included, must come out as DataTable's, and
+    cells with markup, emoji codes or overflow still go the stock way."""
+    from textual.app import App, ComposeResult
+
+    from tui.app.widgets.livetable import LiveTable
+
+    rows = [
+        ("node-00", "running", "12", "320.5", "1:02", "ok"),
+        ("node-01", "failed", "-", "-", "-", "a reason far too long for its column here"),
+        ("node-02", "running", "[b]bold[/b]", "7", "0:01:02", "wide \u4e2d\u6587 text"),
+        ("node-03", "queued", "", ":x: done", "", ""),
+    ]
+
+    class Both(App[None]):
+        def compose(self) -> ComposeResult:
+            yield DataTable(id="stock", zebra_stripes=True)
+            yield LiveTable(id="live", zebra_stripes=True)
+
+        def on_mount(self) -> None:
+            for table in self.query(DataTable):
+                table.styles.height = 6
+                for i, name in enumerate(("host", "state", "step", "x", "ETA", "note")):
+                    table.add_column(name, key=name, width=None if i == 5 else 7)
+                for row in rows:
+                    table.add_row(*row, key=row[0])
+
+    async def scenario() -> None:
+        app = Both()
+        async with app.run_test(size=(60, 14)) as pilot:
+            stock, live = app.query_one("#stock", DataTable), app.query_one("#live", DataTable)
+            app.set_focus(None)  # a focused table draws its header differently
+            for cursor, priority in ((0, "css"), (2, "css"), (0, "renderable")):
+                for table in (stock, live):
+                    table.move_cursor(row=cursor)
+                    table.cursor_foreground_priority = priority
+                    table.cursor_background_priority = priority
+                await pilot.pause()
+                for y in range(6):
+                    want, got = stock.render_line(y), live.render_line(y)
+                    # Same cells in the same styles; segments may be split differently.
+                    assert list(got.simplify()) == list(want.simplify()), y
+            assert "bold" in live.render_line(3).text  # markup still interpreted
+
+    run(scenario())
+
+
 def test_at_80_columns_a_hosts_note_shows_whole_under_the_table(tmp_path: Path) -> None:
     async def scenario() -> None:
         app = make_app(tmp_path)
