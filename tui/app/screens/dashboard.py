@@ -169,7 +169,8 @@ class DashboardScreen(Screen[None]):
         note.set_class(row is not None and row.phase in ("failed", "unreachable"), "error")
 
     def _show_status(self, view: RunView) -> None:
-        text = f"{view.case} {view.config}  run {view.run_id}  [{view.status}]"
+        # The status first: at 80 columns the run id's end is what gets cut.
+        text = f"[{view.status}] {view.case} {view.config}  run {view.run_id}"
         if view.error:
             text += f"  {view.error}"
         label = self.query_one("#run-status", Label)

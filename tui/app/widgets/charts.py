@@ -57,9 +57,9 @@ class RunProgress(Horizontal):
             self._draw(view)
 
     def _draw(self, view: RunView) -> None:
-        self.query_one(Label).update(
-            Text(f"{view.case} {view.config} [{view.status}]"), layout=False
-        )
+        # The status first, and cut rather than wrapped: a narrow list keeps what matters.
+        text = Text(f"[{view.status}] {view.case} {view.config}", no_wrap=True, overflow="ellipsis")
+        self.query_one(Label).update(text, layout=False)
         total, done = view.progress()
         bar = self.query_one(ProgressBar)
         if total is None and view.active:
