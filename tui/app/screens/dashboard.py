@@ -156,9 +156,9 @@ class DashboardScreen(Screen[None]):
             return
         rows = self.app.feed.rows(self.selected)
         table = self.query_one(DataTable)
-        keys = list(table.rows)
-        cursor = table.cursor_row
-        here = rows.get(keys[cursor].value) if 0 <= cursor < len(keys) else None
+        here = None
+        if table.is_valid_coordinate(table.cursor_coordinate):  # no list of keys every tick
+            here = rows.get(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
         failed = (r for r in rows.values() if r.phase in ("failed", "unreachable") and r.message)
         row = here if here is not None and here.message else next(failed, None)
         text = "" if row is None else row.message
