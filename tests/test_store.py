@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,35 @@ def test_two_controllers_writing_at_once_keep_every_record(tmp_path: Path) -> No
         assert conn.execute("SELECT count(*) FROM metrics").fetchone()[0] == 80 * 7
     finally:
         conn.close()
+
+
+_OPENER = """
+import sys, time
+from tui.store import ResultStore
+time.sleep(float(sys.argv[2]) - time.time())
+ResultStore(sys.argv[1]).close()
+"""
+
+
+def test_controllers_opening_a_new_store_at_once_all_get_it(tmp_path: Path) -> None:
+    # Each opener switches the new file to WAL; SQLite refuses all but one of them at once
+    # ("database is locked") without waiting, which the store must wait out itself.
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    for attempt in range(8):
+        path, start = tmp_path / f"store-{attempt}.sqlite", time.time() + 1.2
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _OPENER, str(path), str(start)],
+                env=env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(6)
+        ]
+        errors = [p.communicate(timeout=120)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0] * 6, "".join(errors)
+        with ResultStore(path) as store:
+            assert store.list() == []
 
 
 def test_a_version_1_store_is_migrated_with_its_runs(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import os
 import socket
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any, NamedTuple, Self
 from tui.record import RunRecord
 
 SCHEMA_VERSION = 4
+BUSY_TIMEOUT_S = 60.0  # how long one controller waits for another's write
 
 _RUNS = """CREATE TABLE runs (
     run_id         TEXT PRIMARY KEY,
@@ -117,11 +119,11 @@ class ResultStore:
         # One connection shared by engine threads; the lock serialises its use.
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(
-            self.path, timeout=60.0, isolation_level=None, check_same_thread=False
+            self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
         self._conn.row_factory = sqlite3.Row
         try:
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._use_wal()
             self._create_or_migrate()
             self._conn.execute("PRAGMA foreign_keys = ON")
         except sqlite3.DatabaseError as exc:
@@ -130,6 +132,20 @@ class ResultStore:
         except BaseException:
             self._conn.close()
             raise
+
+    def _use_wal(self) -> None:
+        # Two controllers opening a new file at once both switch it to WAL; SQLite answers
+        # one of them "database is locked" at once, without its busy wait (waiting could
+        # deadlock there), so the wait is ours.
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
 
     def __enter__(self) -> Self:
         return self
