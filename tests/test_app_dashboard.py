@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 from pathlib import Path
 
@@ -123,6 +124,26 @@ def test_dashboard_shows_rows_failure_reason_and_skips_hidden_charts(tmp_path: P
             assert any("No active run" in str(n.message) for n in app._notifications)
 
     run(scenario())
+
+
+def test_a_screen_first_shown_leaves_the_collectors_full_passes(tmp_path: Path) -> None:
+    # A full collection walks every tracked object: under a busy feed, the screens' widgets
+    # and styles (as old as the app) made it stop the event loop for 50-100 ms.
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("3")
+            screen = app.screen
+            assert isinstance(screen, DashboardScreen)
+            long_lived = [screen, screen.query_one(DataTable), screen.query_one(Log)]
+            await wait_for(
+                pilot, lambda: not {id(o) for o in long_lived} & {id(o) for o in gc.get_objects()}
+            )
+
+    try:
+        run(scenario())
+    finally:
+        gc.unfreeze()  # the app's objects may be collected once the test is over
 
 
 def test_the_host_table_keeps_about_a_screen_of_renders() -> None:

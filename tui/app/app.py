@@ -12,6 +12,7 @@ from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.widget import AwaitMount
 
 from tui import catalog
 from tui.app.feed import RunFeed
@@ -65,11 +66,25 @@ class FleetperfApp(App[int]):
         self.feed = RunFeed()
         self.batches: list[Batch] = []
         self._session: Session | None = None
+        self._shown_modes = {self.DEFAULT_MODE}
 
     def on_ready(self) -> None:
-        # What start-up built (styles, screens, widgets, imported modules) lives as long as
-        # the app: out of the collector's full passes, which otherwise stop the event loop
-        # for 100-200 ms every few seconds under a busy feed (benchmarks/app_dashboard.py).
+        self._freeze_long_lived()
+
+    def switch_mode(self, mode: str) -> AwaitMount:
+        shown = super().switch_mode(mode)
+        if mode not in self._shown_modes:
+            self._shown_modes.add(mode)
+            self.call_after_refresh(self._freeze_long_lived)
+        return shown
+
+    def _freeze_long_lived(self) -> None:
+        # What start-up and a mode's first showing built (styles, screens, widgets,
+        # imported modules) lives as long as the app: out of the collector's full passes,
+        # which otherwise walk it all and stop the event loop for 50-100 ms every few
+        # seconds under a busy feed (benchmarks/app_dashboard.py). Collected first, so no
+        # garbage is frozen with it.
+        gc.collect()
         gc.freeze()
 
     @property
