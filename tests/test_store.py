@@ -179,7 +179,7 @@ def test_two_controllers_writing_at_once_keep_every_record(tmp_path: Path) -> No
 _OPENER = """
 import sys, time
 from tui.store import ResultStore
-time.sleep(float(sys.argv[2]) - time.time())
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # together, unless loaded
 ResultStore(sys.argv[1]).close()
 """
 
