@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import runpy
 import signal
 import socket
 import subprocess
@@ -543,3 +544,21 @@ def test_a_lease_whose_controller_died_is_taken_over(tmp_path: Path) -> None:
     res, _ = preflight(tmp_path, run_id="run-2", controller={**CONTROLLER, "boot_id": boot_id})
     assert not res.get("failed"), res
     assert json.loads((tmp_path / "runs" / "fleetperf.lease").read_text())["run_id"] == "run-2"
+
+
+def test_stop_scan_skips_a_process_gone_mid_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A process that exits between the listing of /proc and the read of its stat: the scan
+    # goes on past it, so the workload's processes listed after it are still found.
+    import ansible.module_utils as mu
+
+    monkeypatch.setattr(mu, "__path__", [*mu.__path__, str(MODULE_UTILS)])
+    stop = runpy.run_path(str(LIBRARY / "fleetperf_stop.py"), run_name="fleetperf_stop")
+    listdir = os.listdir
+
+    def listdir_with_one_gone(path: str) -> list[str]:
+        return [NO_PID, *listdir(path)] if path == "/proc" else listdir(path)
+
+    monkeypatch.setattr(os, "listdir", listdir_with_one_gone)
+    procs = stop["processes"]()
+    assert int(NO_PID) not in procs
+    assert procs[os.getpid()] == (os.getppid(), os.getpgrp())
