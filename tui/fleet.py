@@ -7,6 +7,7 @@ import os
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -363,13 +364,21 @@ class _Tracker:
 
 
 def _copy_host_files(host_dirs: dict[str, Path], fetch_dir: Path) -> None:
-    """What the play's fetch does for other hosts, for hosts that share our files."""
+    """What the play's fetch does for other hosts, for hosts that share our files: regular
+    files only, never through a link (the workload writes its run dir;
+    playbooks/module_utils/fleetperf_host.py does the same on hosts)."""
     for host, src in host_dirs.items():
         dest = fetch_dir / host
         dest.mkdir(parents=True, exist_ok=True)
         for name in HOST_FILES:
-            if (src / name).is_file():
-                shutil.copyfile(src / name, dest / name)
+            try:  # O_NONBLOCK: a FIFO opens at once, and is then left out as not regular
+                fd = os.open(src / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:  # missing, or a link (ELOOP)
+                continue
+            with open(fd, "rb") as f:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    with open(dest / name, "wb") as out:
+                        shutil.copyfileobj(f, out)
 
 
 def _synthetic(per_host: list[bool | None]) -> bool | None:
