@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import typing
 
 import pytest
 
 from tui.events import (
+    DROPPED,
+    MAX_LINE_BYTES,
     CaseResult,
     EvalSample,
     Event,
@@ -184,10 +187,60 @@ def test_events_are_immutable_values() -> None:
         {"kind": "start", "t": 1.0, "rank": 0},  # no world size
         {"kind": "result", "t": 1.0, "rank": 0, "converged": True},  # no status
         {"kind": "result", "t": 1.0, "rank": 0, "status": "passed"},  # converged unsaid
+        {"kind": "result", "t": 1.0, "rank": 0, "status": "passed", "converged": "yes"},
+        {"kind": "step", "t": True, "rank": 0, "step": 1, "samples": 8},  # a bool is no time
+        {"kind": "step", "t": 1.0, "rank": -1, "step": 1, "samples": 8},
+        {"kind": "start", "t": 1.0, "rank": 0, "world_size": 0},
     ],
 )
 def test_a_line_that_breaks_the_contract_is_dropped_not_guessed(rec: dict) -> None:
     assert parse_line("r1", "h", json.dumps(rec)) is None
+
+
+RESULT = {"t": 1.0, "kind": "result", "rank": 0, "status": "passed", "converged": True}
+STEP = {"t": 1.0, "kind": "step", "rank": 0, "step": 1, "samples": 8}
+
+
+def _with(rec: dict, key: str, raw: str) -> str:
+    """``rec`` as a JSON line with ``key`` set to the raw JSON text ``raw``."""
+    return json.dumps({**rec, key: None}).replace(f'"{key}": null', f'"{key}": {raw}')
+
+
+MALFORMED = {
+    "deep nesting": _with(RESULT, "environment", "[" * 30_000 + "]" * 30_000),
+    "a 400-digit time": _with(STEP, "t", "9" * 400),
+    "a 400-digit count": _with(STEP, "samples", "9" * 400),
+    "metrics as a list": _with(RESULT, "metrics", "[1, 2]"),
+    "1e999 as a value": _with({**STEP, "kind": "eval", "name": "acc"}, "value", "1e999"),
+    "1e999 as a loss": _with(STEP, "loss", "1e999"),
+    "NaN": _with(STEP, "loss", "NaN"),
+    "oversize": json.dumps({**STEP, "pad": "x" * MAX_LINE_BYTES}),
+    "oversize in bytes": json.dumps(
+        {**STEP, "pad": "\u00e9" * (MAX_LINE_BYTES // 2)}, ensure_ascii=False
+    ),
+}
+
+
+@pytest.mark.parametrize("bad", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_line_is_dropped_and_counted(bad: str) -> None:
+    """Lines that raised RecursionError, OverflowError or AttributeError out of the
+    follower's thread, or came through as events (inf, huge counts, huge lines)."""
+    DROPPED.take("bad")
+    assert parse_line("bad", "h", bad) is None
+    assert DROPPED.take("bad").total() == 1
+    assert DROPPED.take("bad").total() == 0  # taken once
+
+
+def test_a_deeply_nested_line_on_a_thread_neither_raises_nor_crashes() -> None:
+    """A follower parses on a thread of its own (a smaller stack than the main one)."""
+    out: list[object] = []
+    thread = threading.Thread(
+        target=lambda: out.append(parse_line("bad", "h", MALFORMED["deep nesting"]))
+    )
+    thread.start()
+    thread.join()
+    assert out == [None]
+    DROPPED.take("bad")
 
 
 def test_fields_come_through_as_written() -> None:
@@ -198,8 +251,11 @@ def test_fields_come_through_as_written() -> None:
     assert (step.rank, step.t, step.step, step.samples, step.tokens) == (3, 7.5, 2, 16, None)
     start = parse_line("r1", "h", line(kind="start", world_size=4))
     assert start == WorkloadStarted("r1", "h", 0, 100.0, 4)
-    ev = parse_line("r1", "h", line(kind="eval", name="acc", value=0.75, samples="12"))
+    ev = parse_line("r1", "h", line(kind="eval", name="acc", value=0.75, samples=12))
     assert ev == EvalSample("r1", "h", 0, 100.0, "acc", 0.75, 12)
+    # An optional field of the wrong type is absent, never converted.
+    ev = parse_line("r1", "h", line(kind="eval", name="acc", value=0.75, samples="12"))
+    assert ev == EvalSample("r1", "h", 0, 100.0, "acc", 0.75, None)
     sys_ev = parse_line(
         "r1",
         "h",
@@ -210,7 +266,7 @@ def test_fields_come_through_as_written() -> None:
     failed = parse_line(
         "r1",
         "h",
-        line(kind="result", status="failed", converged="yes", message=" target\n not  reached "),
+        line(kind="result", status="failed", converged=False, message=" target\n not  reached "),
     )
     assert isinstance(failed, CaseResult)
     assert (failed.status, failed.converged, failed.message) == (

@@ -9,7 +9,10 @@ Nothing here imports torch or textual.
 from __future__ import annotations
 
 import json
+import math
+import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -141,25 +144,144 @@ def as_dict(ev: Event) -> dict[str, Any]:
 
 
 _HEADER = ("t", "kind", "rank")  # fields every line has, not values of a sys sample
+# A contract line is a few KiB at most (a result with its environment); a longer one is
+# dropped unread, so one runaway writer costs the controller neither memory nor time.
+# playbooks/library/fleetperf_tail.py and tui/stream.py cut lines at the same length.
+MAX_LINE_BYTES = 64 * 1024
+_MAX_INT = 2**63 - 1  # past SQLite's integers: no count, step or rank is that large
+_MAX_DEPTH = 8  # nesting kept in a result's environment (the contract's has 2 levels)
+RESULT_STATUSES = ("passed", "failed")
 
 
-def _num(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+class _Broken(Exception):
+    """A line breaks the contract; the message says how (drops are counted by it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """A line that became no event, and why."""
+
+    reason: str
+
+
+class DroppedLines:
+    """How many lines of each run were dropped, by reason, for the run's record."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, Counter[str]] = {}
+
+    def add(self, run_id: str, reason: str) -> None:
+        with self._lock:
+            self._counts.setdefault(run_id, Counter())[reason] += 1
+
+    def take(self, run_id: str) -> Counter[str]:
+        """The run's counts, forgotten here: a run is recorded once."""
+        with self._lock:
+            return self._counts.pop(run_id, Counter())
+
+
+# Every reader of workload lines (followers, polls, the recovery after a run) counts here.
+DROPPED = DroppedLines()
 
 
 def parse_line(run_id: str, host: str, line: str, received: float | None = None) -> Event | None:
-    """One ``events.jsonl`` line -> a typed event; unknown kinds and lines that break the
-    contract (docs/workload-contract.md: a field it requires missing or of the wrong type)
-    -> None, so one bad line never stops the stream."""
-    try:
-        rec = json.loads(line)
-        return _typed(run_id, host, rec, received) if isinstance(rec, dict) else None
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+    """One ``events.jsonl`` line -> a typed event; None for a line that breaks the contract
+    or an unknown kind (counted in ``DROPPED``), so one bad line never stops the stream."""
+    ev = parse(run_id, host, line, received)
+    if isinstance(ev, Dropped):
+        DROPPED.add(run_id, ev.reason)
         return None
+    return ev
+
+
+def parse(run_id: str, host: str, line: str, received: float | None = None) -> Event | Dropped:
+    """One line -> a typed event, or why it was dropped (docs/workload-contract.md, "Lines
+    that break the contract"). Never raises: whatever a workload writes, its reader goes on."""
+    try:
+        if len(line) > MAX_LINE_BYTES or len(line.encode("utf-8", "replace")) > MAX_LINE_BYTES:
+            raise _Broken("longer than 64 KiB")
+        try:
+            rec = json.loads(line, parse_int=_int, parse_float=_float, parse_constant=_constant)
+        except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
+            raise _Broken("not JSON (or nested too deep)") from None
+        if not isinstance(rec, dict):
+            raise _Broken("not a JSON object")
+        return _typed(run_id, host, rec, received)
+    except _Broken as exc:
+        return Dropped(str(exc))
+    except Exception as exc:  # a bug here must not stop a run: its line is dropped, named
+        return Dropped(f"unreadable ({type(exc).__name__})")
+
+
+def _int(text: str) -> int:
+    # Bounded before int(): Python converts a long digit string in quadratic time.
+    if len(text) > 20 or abs(value := int(text)) > _MAX_INT:
+        raise _Broken("an integer out of range")
+    return value
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999
+        raise _Broken("a non-finite number")
+    return value
+
+
+def _constant(text: str) -> float:  # NaN, Infinity, -Infinity: not JSON, though Python writes them
+    raise _Broken("a non-finite number")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _num(value: Any) -> float | None:
+    """An optional number: absent or of the wrong type -> None."""
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _count(value: Any) -> int | None:
+    """An optional count: absent, of the wrong type or negative -> None."""
+    return value if _is_int(value) and value >= 0 else None
+
+
+def _need_count(rec: dict[str, Any], key: str, least: int = 0) -> int:
+    value = rec.get(key)
+    if not _is_int(value) or value < least:
+        raise _Broken(f"{rec['kind']}: {key} missing or not an integer >= {least}")
+    return value
+
+
+def _need_num(rec: dict[str, Any], key: str) -> float:
+    value = _num(rec.get(key))
+    if value is None:
+        raise _Broken(f"{rec['kind']}: {key} missing or not a number")
+    return value
+
+
+def _text(value: Any) -> str:
+    """An optional string: absent or of the wrong type -> empty."""
+    return value if isinstance(value, str) else ""
+
+
+def _shallow(value: Any, depth: int = 0) -> bool:
+    if depth > _MAX_DEPTH:
+        return False
+    if isinstance(value, dict):
+        return all(_shallow(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return all(_shallow(v, depth + 1) for v in value)
+    return True
 
 
 def _typed(run_id: str, host: str, rec: dict[str, Any], received: float | None) -> Event | None:
-    kind, rank, t = rec["kind"], int(rec["rank"]), float(rec["t"])
+    kind = rec.get("kind")
+    if not isinstance(kind, str):
+        raise _Broken("kind missing or not a string")
+    if kind not in ("step", "eval", "sys", "start", "result", "error"):
+        raise _Broken("an unknown kind")
+    rank, t = _need_count(rec, "rank"), _need_num(rec, "t")
     if kind == "step":
         return MetricSample(
             run_id=run_id,
@@ -167,9 +289,9 @@ def _typed(run_id: str, host: str, rec: dict[str, Any], received: float | None) 
             rank=rank,
             t=t,
             received=time.time() if received is None else received,
-            step=int(rec["step"]),
-            samples=int(rec["samples"]),
-            tokens=int(rec["tokens"]) if rec.get("tokens") is not None else None,
+            step=_need_count(rec, "step"),
+            samples=_need_count(rec, "samples"),
+            tokens=_count(rec.get("tokens")),
             loss=_num(rec.get("loss")),
             lr=_num(rec.get("lr")),
             throughput=_num(rec.get("throughput")),
@@ -177,48 +299,50 @@ def _typed(run_id: str, host: str, rec: dict[str, Any], received: float | None) 
             mem_total_gib=_num(rec.get("mem_total_gib")),
         )
     if kind == "eval":
-        samples = rec.get("samples")
-        return EvalSample(
-            run_id,
-            host,
-            rank,
-            t,
-            str(rec["name"]),
-            float(rec["value"]),
-            None if samples is None else int(samples),
-        )
+        name = rec.get("name")
+        if not isinstance(name, str) or not name:
+            raise _Broken("eval: name missing or not a string")
+        value = _need_num(rec, "value")
+        return EvalSample(run_id, host, rank, t, name, value, _count(rec.get("samples")))
     if kind == "sys":
         values = {
             k: num for k, v in rec.items() if k not in _HEADER and (num := _num(v)) is not None
         }
         return SysSample(run_id, host, rank, t, values)
     if kind == "start":
-        return WorkloadStarted(run_id, host, rank, t, int(rec["world_size"]))
+        return WorkloadStarted(run_id, host, rank, t, _need_count(rec, "world_size", least=1))
     if kind == "result":
-        metrics = {str(k): _num(v) for k, v in (rec.get("metrics") or {}).items()}
-        env = rec.get("environment")
-        return CaseResult(
-            run_id,
-            host,
-            rank,
-            t,
-            str(rec["status"]),
-            rec["converged"] is True,
-            metrics,
-            [str(n) for n in rec.get("notes") or []],
-            " ".join(str(rec.get("message") or "").split()),
-            env if isinstance(env, dict) else {},
-        )
-    if kind == "error":
-        return WorkloadError(
-            run_id,
-            host,
-            rank,
-            t,
-            str(rec.get("message", "")).strip(),
-            str(rec.get("traceback", "")),
-        )
-    return None
+        return _result(run_id, host, rank, t, rec)
+    return WorkloadError(
+        run_id, host, rank, t, _text(rec.get("message")).strip(), _text(rec.get("traceback"))
+    )
+
+
+def _result(run_id: str, host: str, rank: int, t: float, rec: dict[str, Any]) -> CaseResult:
+    status, converged = rec.get("status"), rec.get("converged")
+    if status not in RESULT_STATUSES:
+        raise _Broken("result: status missing or not passed/failed")
+    if not isinstance(converged, bool):
+        raise _Broken("result: converged missing or not a boolean")
+    metrics, notes = rec.get("metrics"), rec.get("notes")
+    metrics, notes = {} if metrics is None else metrics, [] if notes is None else notes
+    if not isinstance(metrics, dict):
+        raise _Broken("result: metrics not an object")
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise _Broken("result: notes not a list of strings")
+    env = rec.get("environment")
+    return CaseResult(
+        run_id,
+        host,
+        rank,
+        t,
+        status,
+        converged,
+        {k: _num(v) for k, v in metrics.items()},
+        list(notes),
+        " ".join(_text(rec.get("message")).split()),
+        env if isinstance(env, dict) and _shallow(env) else {},
+    )
 
 
 def _failure_message(res: dict[str, Any]) -> str:
