@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -105,6 +106,50 @@ def test_prune_removes_rows_and_directories_together(results: Path) -> None:
     with ResultStore(results / "fleetperf.sqlite") as store:
         assert store.list() == []
     assert list((results / "runs").iterdir()) == []
+
+
+def test_prune_of_a_copied_results_dir_leaves_the_original_alone(results: Path) -> None:
+    """The records of a copy name the original's run directories: a prune of the copy
+    removes the copy's own <results>/runs/<run_id>, never the path the record holds."""
+    copy = results / "copy"
+    shutil.copytree(results, copy, ignore=shutil.ignore_patterns("copy"))
+    out = fleetperf("results", "--results", str(copy), "--prune", "--status", "failed")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("pruned r3 ")
+    assert not (copy / "runs" / "r3").exists()
+    assert (results / "runs" / "r3" / "result.json").is_file()
+
+
+def test_a_run_dir_that_is_a_link_is_removed_as_a_link(results: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep").write_text("mine\n")
+    shutil.rmtree(results / "runs" / "r4")
+    (results / "runs" / "r4").symlink_to(elsewhere)
+    out = fleetperf("results", "--results", str(results), "--prune", "r4")
+    assert out.returncode == 0, out.stderr
+    assert not (results / "runs" / "r4").is_symlink()
+    assert (elsewhere / "keep").read_text() == "mine\n"
+
+
+def test_a_run_id_that_is_no_plain_name_is_refused_and_nothing_pruned(results: Path) -> None:
+    arg = fleetperf("results", "--results", str(results), "--prune", "../r3")
+    assert arg.returncode == 2
+    assert arg.stderr == (
+        "fleetperf: error: --prune: run_id '../r3' is not a run id (letters, digits, . _ -)\n"
+    )
+    # A store whose row says ../victim: <results>/runs/../victim is not a run directory.
+    victim = results / "victim"
+    victim.mkdir()
+    with ResultStore(results / "fleetperf.sqlite") as store:
+        (r1,) = [r for r in store.list() if r.run_id == "r1"]
+        store.add(r1.model_copy(update={"run_id": "../victim", "status": "failed"}))
+    out = fleetperf("results", "--results", str(results), "--prune", "--status", "failed")
+    assert out.returncode == 2, out.stdout
+    assert "run_id '../victim' is not a run id" in out.stderr and out.stdout == ""
+    assert victim.is_dir() and (results / "runs" / "r3").is_dir()  # nothing went
+    with ResultStore(results / "fleetperf.sqlite") as store:
+        assert len(store.list()) == 5
 
 
 def test_version() -> None:

@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 
 from tui import catalog
-from tui.record import STATUSES, RunRecord
+from tui.record import RUN_ID, STATUSES, RunRecord
 from tui.store import ResultStore, interrupted_line, mark_interrupted
 from tui.tables import FORMATS, render
 
@@ -162,12 +162,14 @@ def _select(args: argparse.Namespace, store: ResultStore) -> tuple[list[RunRecor
 def cmd_results(args: argparse.Namespace, results_dir: Path) -> int:
     if args.prune and not (args.run_id or args.status or args.older_than is not None):
         raise catalog.CatalogError("--prune: name the runs (RUN_ID, --status or --older-than)")
+    if args.prune and args.run_id:
+        _check_run_id(args.run_id, "--prune")
     with _open_store(results_dir) as store:
         for record in mark_interrupted(store):
             print(interrupted_line(record), file=sys.stderr)
         records, hidden = _select(args, store)
         if args.prune:
-            return _prune(store, records)
+            return _prune(store, records, results_dir)
     if records or args.format != "md":  # JSON and CSV stay machine-readable when empty
         print(render(records, args.format, ids=True))
     else:
@@ -178,14 +180,38 @@ def cmd_results(args: argparse.Namespace, results_dir: Path) -> int:
     return 0
 
 
-def _prune(store: ResultStore, records: list[RunRecord]) -> int:
-    """A run's directory, then its row: if the directory cannot go, the row stays."""
+def _check_run_id(run_id: str, where: str) -> None:
+    if not RUN_ID.fullmatch(run_id):
+        raise catalog.CatalogError(
+            f"{where}: run_id {run_id!r} is not a run id (letters, digits, . _ -)"
+        )
+
+
+def _runs_dir(results_dir: Path) -> Path:
+    """``<results>/runs``, made absolute without resolving links; refused if it is a link:
+    a prune removes directories inside the results directory, never elsewhere."""
+    runs = Path(os.path.abspath(results_dir)) / "runs"
+    if runs.is_symlink():
+        raise catalog.CatalogError(f"{runs}: a link; --prune removes run directories only in place")
+    return runs
+
+
+def _prune(store: ResultStore, records: list[RunRecord], results_dir: Path) -> int:
+    """A run's directory, then its row: if the directory cannot go, the row stays. The
+    directory is always ``<results>/runs/<run_id>`` (never the path the record holds: a
+    copied results directory's records name the original's), checked before anything goes."""
+    runs = _runs_dir(results_dir)
+    for record in records:
+        _check_run_id(record.run_id, str(store.path))
     for record in records:
         if record.status == "running":
             print(f"kept {record.run_id}: it is running", file=sys.stderr)
             continue
-        if record.run_dir and Path(record.run_dir).exists():
-            shutil.rmtree(record.run_dir)
+        run_dir = runs / record.run_id
+        if run_dir.is_symlink():  # removed as a link, never followed
+            run_dir.unlink()
+        elif run_dir.exists():
+            shutil.rmtree(run_dir)
         store.delete(record.run_id)
         print(f"pruned {record.run_id} ({record.case} {record.config}, {record.status})")
     if not records:
