@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import tempfile
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal, Self
 
 from harness.metrics import METRICS, Metric, registry
@@ -38,6 +41,9 @@ COLUMN_ALIASES = {
 # "acc(MMLU)" (seed 003): a known column with a qualifier, shown verbatim as the header.
 QUALIFIED = re.compile(r"^(?P<key>[^()]+)\((?P<qualifier>[^()]+)\)$")
 _CONFIG = re.compile(r"^(?P<chip>.+)x(?P<nnodes>\d+)x(?P<nproc>\d+)$")
+# A run id names its directory (<results>/runs/<run_id>): one plain path component, as
+# tui/fleet.py's new_run_id makes them (20261121-193000-distilbert-pytorch-ab12).
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 
 # Seed 000/001 (training) and seed 002 (inference) layouts: used when a record names none.
 TRAIN_COLUMNS = ("precision", "fix_hp", "e2e_time", "p_whole", "p_train", "p_core", "acc", "mem")
@@ -235,3 +241,21 @@ INTERNAL = (
     "cleaned",
 )
 RECORD_KEYS = tuple(name for name in RunRecord.model_fields if name not in INTERNAL)
+
+
+def write_result_json(record: RunRecord, run_dir: Path) -> Path:
+    """``run_dir/result.json``: the JSON record, written to a temporary file and renamed
+    over it, so a reader sees no file or a whole one, never a part (nor an old one cut)."""
+    path = run_dir / "result.json"
+    text = json.dumps(record.to_json_dict(), indent=2, ensure_ascii=False) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".result.json.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())  # whole on disk before the rename makes it the file
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
