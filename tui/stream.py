@@ -23,6 +23,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+# Before any option of the inventory's, so that they win (ssh keeps an option's first
+# value): the host's key must be known and match, and a host gone silent (a network
+# partition) ends the connection after 30 s instead of hanging for hours.
+SSH_SAFETY = (
+    *("-o", "StrictHostKeyChecking=yes"),
+    *("-o", "ServerAliveInterval=10"),
+    *("-o", "ServerAliveCountMax=3"),
+)
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -80,8 +88,7 @@ def reach(name: str, hostvars: dict[str, Any]) -> Reach | None:
         if value is None:
             return None
         found[what] = value
-    argv = ["ssh", "-T", "-o", "BatchMode=yes", "-o", "ServerAliveInterval=5"]
-    argv += ["-o", "ServerAliveCountMax=3"]
+    argv = ["ssh", "-T", "-o", "BatchMode=yes", *SSH_SAFETY]
     if "port" in found:
         argv += ["-p", found["port"]]
     if "user" in found:

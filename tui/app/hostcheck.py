@@ -11,10 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import ansible_runner
-
 from tui.catalog import REPO_ROOT
-from tui.fleet import Inventory, ansible_env
+from tui.fleet import Inventory, ansible_run, explain_unreachable
 from tui.images import expected_image
 
 PROVISION = REPO_ROOT / "provision.yml"
@@ -54,19 +52,21 @@ def _adhoc(inventory: Path, hosts: list[str], module: str, args: str) -> dict[st
         kind = ev.get("event", "")
         data = ev.get("event_data") or {}
         if kind.startswith("runner_on_") and data.get("host"):
-            results[data["host"]] = {"kind": kind[len("runner_on_") :], **(data.get("res") or {})}
+            res = dict(data.get("res") or {})
+            if kind == "runner_on_unreachable" and isinstance(res.get("msg"), str):
+                address = data.get("remote_addr") or data["host"]
+                res["msg"] = explain_unreachable(data["host"], address, res["msg"])
+            results[data["host"]] = {"kind": kind[len("runner_on_") :], **res}
         return False  # nothing to keep on disk
 
     with tempfile.TemporaryDirectory(prefix="fleetperf-preflight-") as private:
-        ansible_runner.run(
-            private_data_dir=private,
-            inventory=str(inventory),
+        ansible_run(
+            Path(private),
+            inventory,
+            forks=max(len(hosts), 5),
             host_pattern=",".join(hosts),
             module=module,
             module_args=args,
-            envvars=ansible_env(),
-            forks=max(len(hosts), 5),
-            quiet=True,
             event_handler=keep,
         )
     return results
@@ -149,16 +149,13 @@ def provision(
         return False
 
     with tempfile.TemporaryDirectory(prefix="fleetperf-provision-") as private:
-        ansible_runner.run(
-            private_data_dir=private,
-            project_dir=str(REPO_ROOT),
+        ansible_run(
+            Path(private),
+            inventory,
+            forks=max(len(hosts), 5),
             playbook=str(PROVISION),
-            inventory=str(inventory),
             limit=",".join(hosts),
             cmdline="--check --diff" if check else None,
-            envvars=ansible_env(),
-            forks=max(len(hosts), 5),
-            quiet=True,
             event_handler=handle,
             cancel_callback=cancel,
         )
