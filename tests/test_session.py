@@ -3,6 +3,8 @@ runs at once on free hosts, events, cancel, records. Real ansible-runner, local 
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -156,3 +158,66 @@ def test_a_late_subscriber_gets_every_state_and_the_newest_samples_in_order() ->
     samples = [ev for ev in emitted if isinstance(ev, MetricSample)]
     others = [ev for ev in emitted if not isinstance(ev, MetricSample)]
     assert replay == others[:2] + samples[-REPLAY_SAMPLES:] + others[2:]
+
+
+# Lines that broke the old parser (RecursionError, OverflowError, AttributeError) or came
+# through (1e999, a line of 70 KiB), each written by the workload before its result.
+BAD_LINES = [
+    '{"t": 1, "kind": "step", "rank": 0, "step": 1, "samples": '
+    + "[" * 30_000
+    + "]" * 30_000
+    + "}",
+    '{"t": 1' + "0" * 400 + ', "kind": "step", "rank": 0, "step": 1, "samples": 8}',
+    '{"t": 1, "kind": "result", "rank": 0, "status": "passed", "converged": true, "metrics": [1]}',
+    '{"t": 1, "kind": "eval", "rank": 0, "name": "acc", "value": 1e999}',
+    '{"t": 1, "kind": "step", "rank": 0, "step": 1, "samples": 8, "pad": "' + "x" * 70_000 + '"}',
+]
+
+
+@pytest.mark.parametrize("reach", ["followed", "polled"])
+def test_bad_lines_before_a_good_result_leave_a_passed_run_that_notes_them(
+    emitter: Fleetperf, tmp_path: Path, reach: str
+) -> None:
+    """Followed: the follower's thread and the recovery read past every bad line. Polled
+    (a connection only a play can render is polled): the poll's lines likewise. And
+    result.json replaces whatever was there, never rewriting it in place."""
+    script = emitter.cases_dir / "emitter" / "emitter.py"
+    bad = "".join(f"    out.write({line!r} + '\\n')\n" for line in BAD_LINES)
+    script.write_text(
+        script.read_text().replace(
+            '    write(\n        "result",', bad + '    write(\n        "result",', 1
+        )
+    )
+    host = local_host(emitter, "node1")
+    if reach == "polled":
+        host["ansible_connection"] = "{{ 'local' }}"
+    inv = write_inventory(tmp_path / "inv.yml", {"node1": host})
+    s = session(emitter, inv)
+    kept: list[Path] = []
+
+    def before_the_end(ev: Event) -> None:
+        # A result.json already there (and a second name for its file): replaced, not rewritten.
+        if isinstance(ev, MetricSample) and not kept:
+            run_dir = emitter.results / "runs" / ev.run_id
+            (run_dir / "result.json").write_text("old\n")
+            os.link(run_dir / "result.json", run_dir / "old-result.json")
+            kept.append(run_dir)
+
+    try:
+        (plan,) = s.plan([("emitter", "cpu/CPUx1x1")], catalog.parse_sets(["steps=3"]))
+        batch = s.start([plan])
+        batch.runs[0].subscribe(before_the_end)
+        (record,) = batch.wait(timeout=300)
+    finally:
+        s.close()
+    assert record.status == "passed", record.error
+    assert record.metrics["acc"] == 1.0
+    assert record.notes[-1] == (
+        "5 event line(s) broke the workload contract (docs/workload-contract.md) and were"
+        " dropped: 1 a non-finite number; 1 an integer out of range; 1 longer than 64 KiB;"
+        " 1 not JSON (or nested too deep); 1 result: metrics not an object"
+    )
+    (run_dir,) = kept
+    assert (run_dir / "old-result.json").read_text() == "old\n"
+    assert json.loads((run_dir / "result.json").read_text()) == record.to_json_dict()
+    assert not list(run_dir.glob(".result.json*"))  # no temporary file left

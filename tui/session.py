@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import json
 import shutil
 import threading
 import time
 import traceback
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +24,16 @@ from typing import Literal
 from harness.vendors import precision_problem
 
 from tui import catalog, fleet, images, stream
-from tui.events import CaseResult, Event, MetricSample, RunFinished, RunStarted, SysSample
-from tui.record import CaseMetric, RunRecord, now_utc_iso
+from tui.events import (
+    DROPPED,
+    CaseResult,
+    Event,
+    MetricSample,
+    RunFinished,
+    RunStarted,
+    SysSample,
+)
+from tui.record import CaseMetric, RunRecord, now_utc_iso, write_result_json
 from tui.store import ResultStore, controller_id, mark_interrupted
 
 RunStatus = Literal["queued", "running", "passed", "failed", "aborted", "bad_input"]
@@ -283,14 +290,17 @@ class Session:
             fleet.stop(launch)
         if outcome.status == "bad_input":
             # Refused in preflight: nothing ran, so nothing is kept.
+            DROPPED.take(run.run_id)
             self.store.delete(run.run_id)
             shutil.rmtree(launch.run_dir, ignore_errors=True)
             run._finish("bad_input", self._with_data_root(outcome.error or "", spec), None)
             return
-        record = self._finished(record, outcome)
+        record = self._finished(record, outcome, DROPPED.take(run.run_id))
+        # result.json first, the store last: once the store says the run ended, its
+        # result.json is there and whole (a controller killed between the two leaves the
+        # row 'running', which the next controller marks interrupted).
+        write_result_json(record, launch.run_dir)
         self.store.add(record)
-        result_json = json.dumps(record.to_json_dict(), indent=2, ensure_ascii=False)
-        (launch.run_dir / "result.json").write_text(result_json + "\n", encoding="utf-8")
         run._finish(outcome.status, outcome.error, record)
 
     def _with_data_root(self, error: str, spec: catalog.RunSpec) -> str:
@@ -333,7 +343,9 @@ class Session:
             controller=controller_id(),
         )
 
-    def _finished(self, record: RunRecord, outcome: fleet.Outcome) -> RunRecord:
+    def _finished(
+        self, record: RunRecord, outcome: fleet.Outcome, dropped_lines: Counter[str]
+    ) -> RunRecord:
         result: CaseResult | None = outcome.result
         known = record.registry()
         metrics = dict(result.metrics) if result else {}
@@ -341,6 +353,12 @@ class Session:
         dropped = sorted(k for k in metrics if k not in known)
         if dropped:
             notes.append(f"metrics not in the registry, dropped: {', '.join(dropped)}")
+        if dropped_lines:  # the workload wrote lines the controller could not take
+            why = "; ".join(f"{n} {reason}" for reason, n in sorted(dropped_lines.items()))
+            notes.append(
+                f"{dropped_lines.total()} event line(s) broke the workload contract"
+                f" (docs/workload-contract.md) and were dropped: {why}"
+            )
         return RunRecord.model_validate(
             {
                 **record.model_dump(),
