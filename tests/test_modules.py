@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import multiprocessing
 import os
 import runpy
 import signal
@@ -14,9 +15,12 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
+
+from tui import fleet
 
 LIBRARY = Path(__file__).resolve().parents[1] / "playbooks" / "library"
 MODULE_UTILS = LIBRARY.parent / "module_utils"
@@ -64,10 +68,10 @@ def run_dir(tmp_path: Path):
     path = tmp_path / "runs" / "run-1"
     path.mkdir(parents=True)
     yield path
-    pid_file = path / "workload.pid"
-    if pid_file.exists():
+    launched = path / "workload.id"  # only what a launch recorded: never a stand-in pid
+    if launched.exists():
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+            os.killpg(json.loads(launched.read_text())["pid"], signal.SIGKILL)
 
 
 def launch(run_dir: Path, code: str) -> int:
@@ -215,18 +219,15 @@ def test_launch_on_an_unreachable_engine_fails_in_one_line(run_dir: Path) -> Non
     assert "\n" not in res["msg"] and len(res["msg"]) > len("host h1: docker: ")
 
 
-def test_stop_of_a_workload_whose_supervisor_is_gone_writes_the_exit(run_dir: Path) -> None:
-    """The supervisor writes exit_code; when it was killed first, stop writes the signal."""
-    orphan = subprocess.Popen(["sleep", "600"], start_new_session=True)
-    try:
-        (run_dir / "workload.pid").write_text(str(orphan.pid))
-        res, _ = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir), grace=5)
-        assert (res["changed"], res["msg"], res["signal"]) == (True, "stopped", signal.SIGTERM)
-        assert orphan.wait(timeout=5) == -signal.SIGTERM
-        assert (run_dir / "exit_code").read_text() == str(-signal.SIGTERM)
-    finally:
-        orphan.kill()
-        orphan.wait()
+def test_stop_writes_the_exit_when_the_supervisor_could_not(run_dir: Path) -> None:
+    """The supervisor writes exit_code; killed with its workload, stop writes the signal."""
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+    pid = launch(run_dir, code)
+    time.sleep(0.5)  # the handler set
+    res, _ = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir), grace=1)
+    assert (res["changed"], res["msg"], res["signal"]) == (True, "stopped", signal.SIGKILL)
+    assert not alive(pid)
+    assert (run_dir / "exit_code").read_text() == str(-signal.SIGKILL)
 
 
 def test_stop_before_a_launch_and_in_check_mode_touches_nothing(run_dir: Path) -> None:
@@ -562,3 +563,247 @@ def test_stop_scan_skips_a_process_gone_mid_scan(monkeypatch: pytest.MonkeyPatch
     procs = stop["processes"]()
     assert int(NO_PID) not in procs
     assert procs[os.getpid()] == (os.getppid(), os.getpgrp())
+
+
+# ------------------------------------------------------------------------------ issue 18
+# What a workload can do to the host-side code through its run directory (§4-6): links in
+# place of its files, a pid that now names another process, racing preflights.
+SECRET = "host secret: never in a result\n"
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+@pytest.fixture
+def host_file(tmp_path: Path) -> Path:
+    """A file of the host's, outside every run dir: what a link may point at."""
+    path = tmp_path / "host" / "secret"
+    path.parent.mkdir()
+    path.write_text(SECRET)
+    return path
+
+
+@pytest.fixture
+def bystander():
+    """A process of nobody's run, in a session of its own; killed afterwards."""
+    proc = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def start_ticks(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
+# ------------------------------------------------------------------------------ links
+def test_tail_reads_no_host_file_through_links(run_dir: Path, host_file: Path) -> None:
+    (run_dir / "workload.pid").write_text(NO_PID)
+    for name in ("events.jsonl", "stderr.log", "stop_reason", "exit_code"):
+        (run_dir / name).symlink_to(host_file)
+    host_file.write_text('{"kind": "step"}\n42\n')  # a line and an exit code, if followed
+    res, took = tail(run_dir, wait=5)
+    assert res["finished"] and took < 5  # exit_code is there, whatever it is
+    assert res["lines"] == [] and res["events_bytes"] == 0
+    assert (res["exit_code"], res["stderr_tail"], res["stop_reason"]) == (-1, None, None)
+    assert host_file.read_text() == '{"kind": "step"}\n42\n'
+
+
+def test_tail_and_stop_create_no_file_through_a_dangling_link(
+    run_dir: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for name in ("heartbeat", "events.offset", "poll_cpu_s", "stop_reason"):
+        (run_dir / name).symlink_to(outside / name)
+    (run_dir / "events.jsonl").write_text('{"kind": "step"}\n')
+    pid = launch(run_dir, "import time; time.sleep(600)")
+    res, _ = tail(run_dir, wait=1)
+    assert res["lines"] == ['{"kind": "step"}']
+    res, _ = tail(run_dir, wait=0.5)  # nothing new: it holds, and beats
+    assert res["lines"] == []
+    res, _ = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir), reason="test")
+    assert res["msg"] == "stopped" and not alive(pid)
+    assert list(outside.iterdir()) == []  # nothing made through the links
+    for name in ("heartbeat", "events.offset", "poll_cpu_s", "stop_reason"):
+        assert (run_dir / name).is_file() and not (run_dir / name).is_symlink()  # replaced
+    assert (run_dir / "stop_reason").read_text() == "test"
+
+
+def test_collect_snapshots_regular_files_only(run_dir: Path, host_file: Path) -> None:
+    (run_dir / "events.jsonl").write_text('{"kind": "step"}\n')
+    (run_dir / "stderr.log").symlink_to(host_file)
+    os.mkfifo(run_dir / "exit_code")  # a FIFO: opening it for reading must not block
+    names = ["events.jsonl", "stderr.log", "exit_code", "config.json"]
+    res, took = module("fleetperf_collect", run_dir.parent, run_dir=str(run_dir), files=names)
+    assert took < 30 and res["files"] == ["events.jsonl"]
+    assert res["skipped"] == ["stderr.log", "exit_code", "config.json"]
+    snapshot = Path(res["dir"])
+    assert snapshot.parent == run_dir.parent  # beside the run dir: no container sees it
+    assert sorted(p.name for p in snapshot.iterdir()) == ["events.jsonl"]
+    bad, _ = module("fleetperf_collect", run_dir.parent, run_dir=str(run_dir), files=["../x"])
+    assert bad["failed"] and "'../x' is not a plain file name" in bad["msg"]
+
+
+def test_the_controllers_copy_follows_no_link(tmp_path: Path, host_file: Path) -> None:
+    src = tmp_path / "runs" / "run-1"
+    src.mkdir(parents=True)
+    (src / "events.jsonl").write_text('{"kind": "step"}\n')
+    (src / "stderr.log").symlink_to(host_file)
+    os.mkfifo(src / "exit_code")
+    fleet._copy_host_files({"h1": src}, tmp_path / "fetched")
+    assert sorted(p.name for p in (tmp_path / "fetched" / "h1").iterdir()) == ["events.jsonl"]
+
+
+@pytest.mark.slow  # one real playbook run (stop.yml, the fetch that follows the stop)
+def test_the_plays_fetch_brings_back_no_host_file(tmp_path: Path, host_file: Path) -> None:
+    from conftest import write_inventory
+
+    results, run_id = tmp_path / "results", "run-1"
+    host_run = results / "hosts" / "h1" / run_id
+    host_run.mkdir(parents=True)
+    (host_run / "events.jsonl").write_text('{"kind": "step"}\n')
+    (host_run / "exit_code").write_text("0")
+    (host_run / "stderr.log").symlink_to(host_file)
+    hostvars = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "fleetperf_run_root": str(results / "hosts" / "h1"),
+    }
+    inventory = write_inventory(tmp_path / "inventory.yml", {"h1": hostvars})
+    assert fleet.stop_run(run_id, ["h1"], inventory, results, tmp_path / "data")
+    fetched = results / "runs" / run_id / "hosts" / "h1"
+    assert sorted(p.name for p in fetched.iterdir()) == ["events.jsonl", "exit_code"]
+    assert not list((results / "hosts" / "h1").glob(".collect-*"))  # the snapshot removed
+
+
+# ------------------------------------------------------------------------------ identity
+def test_stop_never_signals_a_pid_that_is_another_process_now(
+    run_dir: Path, bystander: subprocess.Popen
+) -> None:
+    """The stored number now names an unrelated process (pid reuse): it survives."""
+    pid = launch(run_dir, "import time; time.sleep(600)")
+    launched = json.loads((run_dir / "workload.id").read_text())
+    assert launched == {"pid": pid, "boot_id": BOOT_ID, "start": start_ticks(pid)}
+    os.killpg(pid, signal.SIGKILL)  # the workload gone, its exit never written ...
+    (run_dir / "workload.pid").write_text(str(bystander.pid))  # ... and its number reused
+    (run_dir / "workload.id").write_text(json.dumps({**launched, "pid": bystander.pid}))
+    res, _ = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir), grace=1)
+    assert (res["changed"], res["msg"]) == (False, "gone") and "signal" not in res
+    assert bystander.poll() is None
+
+
+def test_a_pid_from_another_boot_is_neither_signalled_nor_busy(
+    tmp_path: Path, bystander: subprocess.Popen
+) -> None:
+    """A pid recorded before a reboot: the stop leaves its process, and the host lease of
+    its run (controller gone) is taken over instead of holding the host forever."""
+    res, _ = preflight(tmp_path, run_id="run-1", controller={**CONTROLLER, "boot_id": "old"})
+    assert not res.get("failed"), res
+    run_dir = tmp_path / "runs" / "run-1"
+    (run_dir / "workload.pid").write_text(str(bystander.pid))
+    other_boot = str(uuid.uuid4())  # all but the boot id match
+    ident = {"pid": bystander.pid, "boot_id": other_boot, "start": start_ticks(bystander.pid)}
+    (run_dir / "workload.id").write_text(json.dumps(ident))
+    old = time.time() - 3600
+    os.utime(run_dir / "heartbeat", (old, old))
+    res, _ = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir), grace=1)
+    assert res["msg"] == "gone" and bystander.poll() is None
+    res, _ = preflight(tmp_path, run_id="run-2")
+    assert not res.get("failed"), res
+
+
+def test_a_running_workload_keeps_its_lease_and_exit_code_ends_stopping(
+    tmp_path: Path,
+) -> None:
+    res, _ = preflight(tmp_path, run_id="run-1", controller={**CONTROLLER, "boot_id": "old"})
+    run_dir = tmp_path / "runs" / "run-1"
+    pid = launch(run_dir, "import time; time.sleep(600)")
+    try:
+        old = time.time() - 3600
+        os.utime(run_dir / "heartbeat", (old, old))
+        res, _ = preflight(tmp_path, run_id="run-2")
+        assert res["failed"] and "busy: run run-1 holds it" in res["msg"]
+        # exit_code there: nothing to signal, whatever still has the number
+        (run_dir / "exit_code").write_text("0")
+        res, _ = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir), grace=1)
+        assert (res["changed"], res["msg"]) == (False, "finished") and alive(pid)
+    finally:
+        os.killpg(pid, signal.SIGKILL)
+
+
+# ------------------------------------------------------------------------------ lease
+def _take(run_root: str, run_id: str, start: float, out: multiprocessing.Queue) -> None:
+    """One preflight's lease take (the module's own code), at the same instant as the rest."""
+    import ansible.module_utils as mu
+
+    mu.__path__.append(str(MODULE_UTILS))
+    code = runpy.run_path(str(LIBRARY / "fleetperf_preflight.py"), run_name="preflight")
+    mine = {"run_id": run_id, "controller": CONTROLLER, "taken": time.time()}
+    time.sleep(max(0.0, start - time.time()))
+    out.put((run_id, code["try_take"](run_root, mine, 60.0) is None))
+
+
+@pytest.mark.parametrize("lease", ["none", "stale"])
+def test_of_racing_preflights_exactly_one_holds_the_host(tmp_path: Path, lease: str) -> None:
+    ctx = multiprocessing.get_context("fork")
+    takers, rounds = 6, 25
+    for n in range(rounds):
+        root = tmp_path / f"round-{n}"
+        root.mkdir()
+        if lease == "stale":  # a run whose controller died on this machine, long ago
+            dead = {**CONTROLLER, "pid": 2**22 + 1, "boot_id": BOOT_ID}
+            held = {"run_id": "dead", "controller": dead, "taken": 0}
+            (root / "fleetperf.lease").write_text(json.dumps(held))
+        out = ctx.Queue()
+        start = time.time() + 0.5  # after every process has loaded the module
+        procs = [
+            ctx.Process(target=_take, args=(str(root), f"run-{i}", start, out))
+            for i in range(takers)
+        ]
+        for p in procs:
+            p.start()
+        got = [out.get(timeout=60) for _ in procs]
+        for p in procs:
+            p.join(timeout=60)
+        winners = [run_id for run_id, won in got if won]
+        assert len(winners) == 1, f"round {n}: {winners} all hold the host"
+        assert json.loads((root / "fleetperf.lease").read_text())["run_id"] == winners[0]
+
+
+# ------------------------------------------------------------------------------ docker
+@pytest.mark.slow  # a docker engine of the test's own, and a base image imported into it
+def test_a_running_containers_lease_holds_after_the_heartbeat_ages(tmp_path: Path) -> None:
+    from dockerd import Dockerd, missing
+
+    if why := missing():
+        pytest.skip(why)
+    engine = Dockerd(tmp_path / "engine")
+    engine.start()
+    try:
+        base = "fleetperf-local/base:bookworm"
+        made = subprocess.run(
+            [sys.executable, str(Path(__file__).parents[1] / "scripts" / "make-base-image"),
+             "--tag", base],
+            env={**os.environ, "DOCKER_HOST": engine.host},
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert made.returncode == 0, made.stderr
+        gone = {"host": socket.gethostname(), "pid": 2**22 + 1, "boot_id": BOOT_ID}
+        res, _ = preflight(tmp_path, run_id="run-1", controller=gone)  # controller dead
+        assert not res.get("failed"), res
+        run_dir = tmp_path / "runs" / "run-1"
+        target = {"docker_host": engine.host, "run_id": "run-1", "host": "h1"}
+        (run_dir / "container.json").write_text(json.dumps(target))
+        labels = ["--label", "fleetperf.run_id=run-1", "--label", "fleetperf.host=h1"]
+        engine.docker("run", "-d", "--network", "none", *labels, base, "sleep", "600")
+        old = time.time() - 3600
+        os.utime(run_dir / "heartbeat", (old, old))
+        res, _ = preflight(tmp_path, run_id="run-2")
+        assert res["failed"] and "busy: run run-1 holds it" in res["msg"]
+        res, _ = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir), grace=1)
+        assert res["removed"] == 1
+        res, _ = preflight(tmp_path, run_id="run-2")  # the container gone: stale now
+        assert not res.get("failed"), res
+    finally:
+        engine.remove_containers()
+        engine.stop()
+        engine.remove_data()

@@ -7,13 +7,15 @@ short_description: Start a fleetperf workload in the background
 description:
   - Starts O(argv) in a new session through a small supervisor process that writes
     C(stdout.log), C(stderr.log), C(workload.pid) and, when the workload ends, C(exit_code)
-    into O(run_dir). The module returns at once; M(fleetperf_tail) follows the run.
+    into O(run_dir). Beside the pid, C(workload.id) records the supervisor's boot id and
+    start time: M(fleetperf_stop) and M(fleetperf_preflight) take the pid for the workload's
+    only while both match. The module returns at once; M(fleetperf_tail) follows the run.
   - A run dir that already holds C(workload.pid) is left alone (idempotent).
 options:
   run_dir: {description: The host's run directory (must exist)., type: path, required: true}
   argv: {description: The workload command, no shell., type: list, elements: str, required: true}
   chdir: {description: Working directory of the workload., type: path, required: true}
-  env: {description: Extra environment variables., type: dict, default: {}}
+  env: {description: Extra environment variables, never logged (tokens)., type: dict, default: {}}
   executor:
     description: C(process) on the host, or C(docker) in the vendor's image (then only
       O(env) reaches the workload, and O(container) says how it runs).
@@ -33,6 +35,7 @@ import subprocess
 import sys
 
 from ansible.module_utils import fleetperf_docker
+from ansible.module_utils import fleetperf_host as files
 from ansible.module_utils.basic import AnsibleModule
 
 # The supervisor is a constant program: it waits for the workload so that its exit
@@ -46,7 +49,9 @@ with open(os.path.join(run_dir, "stdout.log"), "ab") as out, \
 signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
 rc = proc.wait()
 tmp = os.path.join(run_dir, "exit_code.tmp")
-with open(tmp, "w") as f:
+if os.path.lexists(tmp):  # the workload's: never written through
+    os.unlink(tmp)
+with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "w") as f:
     f.write(str(rc))
 os.replace(tmp, os.path.join(run_dir, "exit_code"))
 """
@@ -74,7 +79,7 @@ def main() -> None:
             "run_dir": {"type": "path", "required": True},
             "argv": {"type": "list", "elements": "str", "required": True},
             "chdir": {"type": "path", "required": True},
-            "env": {"type": "dict", "default": {}},
+            "env": {"type": "dict", "default": {}, "no_log": True},  # tokens (HF_TOKEN)
             "executor": {"type": "str", "default": "process", "choices": ["process", "docker"]},
             "docker_host": {"type": "str", "default": ""},
             "run_id": {"type": "str", "default": ""},
@@ -85,12 +90,15 @@ def main() -> None:
         supports_check_mode=True,
     )
     run_dir = module.params["run_dir"]
-    pid_file = os.path.join(run_dir, "workload.pid")
+    pid_file = os.path.join(run_dir, files.PID_FILE)
     if not os.path.isdir(run_dir):
         module.fail_json(msg=f"run directory {run_dir} does not exist")
-    if os.path.exists(pid_file):
-        with open(pid_file) as f:
-            module.exit_json(changed=False, pid=int(f.read()), msg="already started")
+    if os.path.lexists(pid_file):
+        try:
+            pid = int(files.read_text(pid_file) or "")
+        except ValueError:
+            module.fail_json(msg=f"{pid_file}: not a pid")
+        module.exit_json(changed=False, pid=pid, msg="already started")
     if module.check_mode:
         module.exit_json(changed=True)
     if module.params["executor"] == "docker":
@@ -108,8 +116,7 @@ def main() -> None:
         start_new_session=True,  # own process group: cleanup kills the whole tree
         close_fds=True,
     )
-    with open(pid_file, "w") as f:
-        f.write(str(proc.pid))
+    files.record(run_dir, proc.pid)
     module.exit_json(changed=True, pid=proc.pid)
 
 

@@ -13,10 +13,17 @@ description:
     (tui/stream.py) from before the launch, and C(tail -F) on a file that does not exist
     yet falls back to polling once a second instead of inotify.
   - The lease is O(run_root)/fleetperf.lease, a JSON file naming the run and its
-    controller. It is stale, and taken over, when its run's workload no longer runs and
-    either the controller process is gone (same machine, same boot) or the run's
-    C(heartbeat) (touched by M(fleetperf_tail) while it polls) is older than
+    controller. It is stale, and taken over, when its run's workload no longer runs (a
+    process run: no C(exit_code) and the supervisor of C(workload.pid) is still the process
+    the launch recorded in C(workload.id), same boot and start time, so a pid reused or
+    from before a reboot does not hold the host; a docker run: its container runs, as the
+    engine says) and either the controller process is gone (same machine, same boot) or
+    the run's C(heartbeat) (touched by M(fleetperf_tail) while it polls) is older than
     O(lease_stale_s). M(fleetperf_stop) releases it.
+  - Every take, take-over and release happens under an exclusive C(flock) of
+    O(run_root)/fleetperf.lease.lock (a file never removed), and the lease is written whole
+    to a temp file and renamed into place: a lease is never seen half written, and of
+    preflights racing for one host exactly one holds it.
 options:
   host: {description: The inventory name, for messages., type: str, required: true}
   run_root: {description: Where run directories live on this host., type: path, required: true}
@@ -54,6 +61,8 @@ import os
 import socket
 import time
 
+from ansible.module_utils import fleetperf_docker
+from ansible.module_utils import fleetperf_host as files
 from ansible.module_utils.basic import AnsibleModule
 
 LEASE = "fleetperf.lease"
@@ -98,11 +107,6 @@ def port_free(port: int) -> int | None:
         return int(s.getsockname()[1])
 
 
-def boot_id() -> str:
-    with open("/proc/sys/kernel/random/boot_id") as f:
-        return f.read().strip()
-
-
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -113,64 +117,42 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def workload_running(run_dir: str) -> bool:
-    """The run's supervisor still runs (exit_code not written yet)."""
-    if os.path.exists(os.path.join(run_dir, "exit_code")):
-        return False
+def container_running(run_dir: str) -> bool:
+    """A docker run's container still runs (the engine says so); False for a process run,
+    or when the engine cannot say (then the heartbeat decides)."""
     try:
-        with open(os.path.join(run_dir, "workload.pid")) as f:
-            return pid_alive(int(f.read()))
-    except (FileNotFoundError, ValueError):
+        target = fleetperf_docker.target(run_dir)
+        if target is None or fleetperf_docker.require_sdk():
+            return False
+        return fleetperf_docker.exit_code(target) is None
+    except Exception:  # noqa: BLE001 - an engine error or a foreign container.json: unknown
         return False
 
 
 def holder_alive(run_root: str, lease: dict, stale_s: float) -> bool:
     """Whether the run holding the lease may still use the host."""
     run_dir = os.path.join(run_root, str(lease.get("run_id")))
-    if workload_running(run_dir):
+    if files.running(run_dir) or container_running(run_dir):
         return True
     ctl = lease.get("controller") or {}
-    if ctl.get("boot_id") == boot_id() and not pid_alive(int(ctl.get("pid", 0))):
+    if ctl.get("boot_id") == files.boot_id() and not pid_alive(int(ctl.get("pid", 0))):
         return False  # its controller was on this machine and is gone
-    beat = os.path.join(run_dir, "heartbeat")
-    last = os.path.getmtime(beat) if os.path.exists(beat) else float(lease.get("taken", 0))
+    beat = files.regular_stat(os.path.join(run_dir, "heartbeat"))
+    last = beat.st_mtime if beat else float(lease.get("taken", 0))
     return time.time() - last < stale_s
-
-
-def read_lease(path: str) -> dict | None:
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
-    except ValueError:
-        return {}  # torn or foreign: treated as a lease whose holder is unknown
 
 
 def try_take(run_root: str, mine: dict, stale_s: float) -> dict | None:
     """Take the lease; None on success, else the live holder's lease."""
     path = os.path.join(run_root, LEASE)
-    while True:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            held = read_lease(path)
-            if held is None:
-                continue  # released meanwhile
-            if held.get("run_id") == mine["run_id"]:
-                return None  # ours already (preflight run again)
-            if holder_alive(run_root, held, stale_s):
-                return held
-            # Stale: move it aside under our name; of two takers only one rename succeeds.
-            try:
-                os.rename(path, f"{path}.stale-{mine['run_id']}")
-                os.unlink(f"{path}.stale-{mine['run_id']}")
-            except FileNotFoundError:
-                pass
-            continue
-        with os.fdopen(fd, "w") as f:
-            json.dump(mine, f)
-        return None
+    with files.locked(path):  # what holds is what this reads: nobody else writes meanwhile
+        held = files.read_lease(path)
+        if held is not None and held.get("run_id") == mine["run_id"]:
+            return None  # ours already (preflight run again)
+        if held is not None and holder_alive(run_root, held, stale_s):
+            return held
+        files.replace(path, json.dumps(mine))  # none, or stale: ours now
+    return None
 
 
 def holder_text(held: dict) -> str:
@@ -234,13 +216,10 @@ def main() -> None:
 
     run_dir = os.path.join(run_root, p["run_id"])
     os.makedirs(run_dir, exist_ok=True)
-    with open(os.path.join(run_dir, "config.json"), "w") as f:
-        f.write(json.dumps(p["config"], indent=2) + "\n")
-    with open(os.path.join(run_dir, "heartbeat"), "w"):
-        pass  # the lease's proof of life until the first poll
+    files.replace(os.path.join(run_dir, "config.json"), json.dumps(p["config"], indent=2) + "\n")
+    files.replace(os.path.join(run_dir, "heartbeat"), "")  # proof of life until the first poll
     events = os.path.join(run_dir, "events.jsonl")
-    with open(events, "a"):
-        pass
+    files.create(events, "")
     module.exit_json(
         changed=True,
         master_port=port,

@@ -6,14 +6,18 @@ module: fleetperf_stop
 short_description: Stop a fleetperf workload's whole process group
 description:
   - A workload whose C(exit_code) exists has ended: the module returns at once, without
-    signalling or waiting, unless something it started still runs.
-  - Otherwise sends SIGTERM to the process group recorded in O(run_dir)/workload.pid and
-    every descendant (also those in sessions of their own, as torchrun's ranks), waits up to
-    O(grace) seconds, then SIGKILL to what is left, and writes C(exit_code) (as -15 or -9)
-    when the supervisor could not. O(reason) goes to C(stop_reason), for the poll to say
-    why the workload ended.
-  - With O(lease), releases the host lease there if this run (the run dir's name)
-    holds it.
+    signalling or waiting.
+  - Otherwise, if the supervisor recorded in O(run_dir)/workload.pid is still the process
+    the launch started (C(workload.id): same boot id and start time, and it supervises this
+    run dir), sends SIGTERM to its process group and every descendant (also those in
+    sessions of their own, as torchrun's ranks), waits up to O(grace) seconds, then SIGKILL
+    to what is left, and writes C(exit_code) (as -15 or -9) when the supervisor could not.
+    A pid that now names another process (after a reboot, or reused) is never signalled.
+    O(reason) goes to C(stop_reason), for the poll to say why the workload ended.
+  - Reads the run dir's files only if they are regular files, never through a link; writes
+    C(stop_reason) by atomic replace and C(exit_code) only where nothing is there.
+  - With O(lease), releases the host lease there, under its lock, if this run (the run
+    dir's name) holds it.
 options:
   run_dir: {description: The host's run directory., type: path, required: true}
   grace: {description: Seconds between SIGTERM and SIGKILL., type: float, default: 10}
@@ -22,12 +26,12 @@ options:
 """
 
 import contextlib
-import json
 import os
 import signal
 import time
 
 from ansible.module_utils import fleetperf_docker
+from ansible.module_utils import fleetperf_host as files
 from ansible.module_utils.basic import AnsibleModule
 
 
@@ -89,31 +93,27 @@ def stop_process(tree: set[int], grace: float) -> int:
 
 def release(lease: str, run_id: str) -> bool:
     """Remove the lease if this run holds it."""
-    try:
-        with open(lease) as f:
-            holder = json.load(f).get("run_id")
-    except (FileNotFoundError, ValueError):
+    if not os.path.lexists(lease):
         return False
-    if holder != run_id:
-        return False
-    os.unlink(lease)
+    with files.locked(lease):
+        held = files.read_lease(lease)
+        if not held or held.get("run_id") != run_id:
+            return False
+        os.unlink(lease)
     return True
 
 
 def stop_container(run_dir: str, target: dict, grace: float, reason: str | None) -> dict:
     """Docker executor: stop the run's container if it runs, and remove it in any case."""
-    exit_file = os.path.join(run_dir, "exit_code")
     try:
         running = fleetperf_docker.exit_code(target) is None
         if reason and running:
-            with open(os.path.join(run_dir, "stop_reason"), "w") as f:
-                f.write(reason)
+            files.replace(os.path.join(run_dir, "stop_reason"), reason)
         done = fleetperf_docker.stop(target, grace)
     except Exception as exc:  # noqa: BLE001 - an engine error is this host's one-line failure
         return {"failed": True, "msg": f"docker: {str(exc).splitlines()[0]}"}
-    if done["exit_codes"] and not os.path.exists(exit_file):
-        with open(exit_file, "w") as f:
-            f.write(str(done["exit_codes"][0]))
+    if done["exit_codes"]:
+        files.create(os.path.join(run_dir, "exit_code"), str(done["exit_codes"][0]))
     msg = "stopped" if done["stopped"] else "finished"
     return {"changed": bool(done["exit_codes"]), "msg": msg, "removed": len(done["exit_codes"])}
 
@@ -124,21 +124,18 @@ def stop(run_dir: str, grace: float, reason: str | None) -> dict:
     if target is not None:
         return stop_container(run_dir, target, grace, reason)
     exit_file = os.path.join(run_dir, "exit_code")
-    try:
-        with open(os.path.join(run_dir, "workload.pid")) as f:
-            pgid = int(f.read())
-    except FileNotFoundError:
+    if not os.path.lexists(os.path.join(run_dir, files.PID_FILE)):
         return {"changed": False, "msg": "never started"}
-    tree = workload_tree(pgid)
-    if not tree:  # exit_code written (or the supervisor itself was killed): nothing to do
+    if os.path.lexists(exit_file):
         return {"changed": False, "msg": "finished"}
+    pgid = files.supervisor(run_dir)
+    if pgid is None:  # gone; its number, if taken again, is another process's
+        return {"changed": False, "msg": "gone"}
+    tree = workload_tree(pgid)
     if reason:
-        with open(os.path.join(run_dir, "stop_reason"), "w") as f:
-            f.write(reason)
+        files.replace(os.path.join(run_dir, "stop_reason"), reason)
     sig = stop_process(tree, grace)
-    if not os.path.exists(exit_file):
-        with open(exit_file, "w") as f:
-            f.write(str(-sig))
+    files.create(exit_file, str(-sig))  # unless the supervisor wrote it
     return {"changed": True, "signal": int(sig), "msg": "stopped"}
 
 
@@ -153,7 +150,10 @@ def main() -> None:
         supports_check_mode=False,
     )
     run_dir, lease = module.params["run_dir"], module.params["lease"]
-    result = stop(run_dir, module.params["grace"], module.params["reason"])
+    try:
+        result = stop(run_dir, module.params["grace"], module.params["reason"])
+    except ValueError as exc:  # a container.json that is not this run's
+        module.fail_json(msg=str(exc))
     if result.pop("failed", False):
         module.fail_json(**result)
     if lease and release(lease, os.path.basename(os.path.normpath(run_dir))):

@@ -20,6 +20,12 @@ description:
     C(stop_reason) why M(fleetperf_stop) signalled it, if it did.
   - Touches C(heartbeat) in O(run_dir) while it holds: the host lease's proof of life.
     Adds its own CPU time to C(poll_cpu_s) there: what polling cost the host.
+  - Reads only regular files of the run dir, never through a link (the workload writes
+    that directory; a container has it mounted): a link, FIFO or device in place of
+    C(events.jsonl), C(stderr.log), C(stop_reason) or C(exit_code) reads as absent (an
+    C(exit_code) that is no regular file as code -1). What it writes (C(events.offset),
+    C(heartbeat), C(poll_cpu_s)) replaces the name atomically, and C(exit_code) is created
+    only where nothing is: no file is ever written through a link.
   - With O(lines=false) (a host whose file the controller follows itself, tui/stream.py)
     it returns no lines and holds until the workload ended, a stall, a time-out or
     O(wait); C(events_bytes), the file's size, tells the follower how much to wait for.
@@ -54,64 +60,56 @@ import select
 import time
 
 from ansible.module_utils import fleetperf_docker
+from ansible.module_utils import fleetperf_host as files
 from ansible.module_utils.basic import AnsibleModule
 
 TICK_S = 0.1  # how often a hold looks at the files: the latency floor of a poll
 HEARTBEAT_S = 5.0
 STDERR_TAIL_BYTES = 2000
+MAX_LINE_BYTES = 64 * 1024  # tui/events.py's limit: a longer event line goes back cut
 
 
 def read_new(path: str, offset: int, max_bytes: int) -> tuple[list[str], int]:
-    """Complete lines after offset, and the offset just past the last one."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            chunk = f.read(max_bytes)
-    except FileNotFoundError:
-        return [], offset
+    """Complete lines after offset, and the offset just past the last one. A line longer
+    than MAX_LINE_BYTES goes back cut to MAX_LINE_BYTES + 1 bytes (the controller drops and
+    counts it); one longer than max_bytes too, so the offset passes every complete line."""
+    chunk = files.read_bytes(path, offset, max_bytes) or b""
     end = chunk.rfind(b"\n")
-    if end < 0:
-        return [], offset
-    lines = chunk[: end + 1].decode("utf-8", "replace").splitlines()
+    if end < 0:  # no whole line within max_bytes: a longer one, or one being written
+        newline = newline_after(path, offset) if len(chunk) == max_bytes else -1
+        if newline < 0:
+            return [], offset
+        head = files.read_bytes(path, offset, min(newline - offset, MAX_LINE_BYTES + 1)) or b""
+        return [head.decode("utf-8", "replace")], newline + 1
+    lines = [
+        raw[: MAX_LINE_BYTES + 1].decode("utf-8", "replace") for raw in chunk[:end].split(b"\n")
+    ]
     return [line for line in lines if line.strip()], offset + end + 1
 
 
+def newline_after(path: str, offset: int) -> int:
+    """The position of the first newline at or after offset; -1 if none (a torn tail: a
+    workload killed mid-write)."""
+    while chunk := files.read_bytes(path, offset, 65536):
+        if (at := chunk.find(b"\n")) >= 0:
+            return offset + at
+        offset += len(chunk)
+    return -1
+
+
 def complete_line_after(path: str, offset: int) -> bool:
-    """Whether a whole line (one ending in a newline) lies after offset; a torn tail (a
-    workload killed mid-write) does not count."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            while chunk := f.read(65536):
-                if b"\n" in chunk:
-                    return True
-    except FileNotFoundError:
-        pass
-    return False
+    """Whether a whole line (one ending in a newline) lies after offset."""
+    return newline_after(path, offset) >= 0
 
 
 def mtime(path: str, default: float) -> float:
-    try:
-        return os.path.getmtime(path)
-    except FileNotFoundError:
-        return default
+    st = files.regular_stat(path)
+    return default if st is None else st.st_mtime
 
 
 def size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except FileNotFoundError:
-        return 0
-
-
-def read_text(path: str, tail_bytes: int | None = None) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            if tail_bytes is not None:
-                f.seek(max(0, os.fstat(f.fileno()).st_size - tail_bytes))
-            return f.read().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return None
+    st = files.regular_stat(path)
+    return 0 if st is None else st.st_size
 
 
 def ansible_gone() -> bool:
@@ -130,31 +128,31 @@ class Run:
         self.offset_file = os.path.join(run_dir, "events.offset")
         self.exit_file = os.path.join(run_dir, "exit_code")
         self.heartbeat = os.path.join(run_dir, "heartbeat")
-        pid_file = os.path.join(run_dir, "workload.pid")  # a container has container.json
-        if not os.path.exists(pid_file):
-            pid_file = os.path.join(run_dir, fleetperf_docker.TARGET)
-        self.started = os.path.getmtime(pid_file)
+        # When the launch wrote its record (a container run has container.json instead).
+        started = files.regular_stat(os.path.join(run_dir, files.PID_FILE))
+        started = started or files.regular_stat(os.path.join(run_dir, fleetperf_docker.TARGET))
+        self.started = started.st_mtime if started else time.time()
 
     def offset(self) -> int:
-        text = read_text(self.offset_file)
-        return int(text or 0)
+        try:
+            return int(files.read_text(self.offset_file) or 0)
+        except ValueError:
+            return 0
 
     def save_offset(self, offset: int) -> None:
-        tmp = self.offset_file + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(str(offset))
-        os.replace(tmp, self.offset_file)
+        files.replace(self.offset_file, str(offset))
 
     def account(self, cpu_s: float) -> None:
         """Add this poll's CPU time to the run's total (benchmarks/observer_effect.py)."""
         path = os.path.join(self.dir, "poll_cpu_s")
-        total = float(read_text(path) or 0) + cpu_s
-        with open(path, "w") as f:
-            f.write(f"{total:.6f}")
+        try:
+            total = float(files.read_text(path) or 0) + cpu_s
+        except ValueError:
+            total = cpu_s
+        files.replace(path, f"{total:.6f}")
 
     def beat(self) -> None:
-        with open(self.heartbeat, "a"):
-            os.utime(self.heartbeat)
+        files.replace(self.heartbeat, "")  # a new file: its mtime is the beat
 
     def deadline(self, params: dict) -> float:
         """Monotonic time at which this poll must return though nothing new came."""
@@ -168,12 +166,11 @@ def container_ended(run: Run) -> None:
     """Docker executor: write exit_code for a container that ended without its supervisor
     writing it (killed, out of memory)."""
     target = fleetperf_docker.target(run.dir)
-    if target is None or os.path.exists(run.exit_file):
+    if target is None or os.path.lexists(run.exit_file):
         return
     code = fleetperf_docker.exit_code(target)
-    if code is not None and not os.path.exists(run.exit_file):
-        with open(run.exit_file, "w") as f:
-            f.write(str(code))
+    if code is not None:
+        files.create(run.exit_file, str(code))  # unless the supervisor wrote it meanwhile
 
 
 def hold(run: Run, offset: int, params: dict) -> tuple[list[str], int, bool]:
@@ -185,7 +182,7 @@ def hold(run: Run, offset: int, params: dict) -> tuple[list[str], int, bool]:
     next_beat, seen = 0.0, offset
     while True:
         now = time.monotonic()
-        exited = os.path.exists(run.exit_file)  # first: lines written before it are on disk
+        exited = os.path.lexists(run.exit_file)  # first: lines written before it are on disk
         if exited or now >= deadline or ansible_gone():
             break
         # A complete new line is what counts: a line still being written is no reason to go.
@@ -218,7 +215,10 @@ def main() -> None:
     )
     run = Run(module.params["run_dir"])
     if not module.check_mode:
-        container_ended(run)
+        try:
+            container_ended(run)
+        except ValueError as exc:  # a container.json that is not this run's
+            module.fail_json(msg=str(exc))
     offset = run.offset()
     lines, new_offset, exited = hold(run, offset, module.params)
     if new_offset != offset and not module.check_mode:
@@ -226,9 +226,12 @@ def main() -> None:
 
     exit_code = stderr_tail = stop_reason = None
     if exited:
-        exit_code = int((read_text(run.exit_file) or "").strip() or -1)
-        stderr_tail = read_text(os.path.join(run.dir, "stderr.log"), STDERR_TAIL_BYTES)
-        stop_reason = read_text(os.path.join(run.dir, "stop_reason"))
+        try:
+            exit_code = int((files.read_text(run.exit_file) or "").strip() or -1)
+        except ValueError:
+            exit_code = -1
+        stderr_tail = files.read_text(os.path.join(run.dir, "stderr.log"), STDERR_TAIL_BYTES)
+        stop_reason = files.read_text(os.path.join(run.dir, "stop_reason"))
     now = time.time()
     # Polled: every whole line written before the exit handed back; followed: the exit.
     finished = exited and (

@@ -19,6 +19,8 @@ import os
 import re
 from typing import Any
 
+from ansible.module_utils.fleetperf_host import read_text, replace
+
 LABEL_RUN = "fleetperf.run_id"
 LABEL_CASE = "fleetperf.case"
 LABEL_HOST = "fleetperf.host"  # the inventory host: several may share one engine
@@ -59,12 +61,25 @@ def client(docker_host: str) -> contextlib.closing:
 
 
 def target(run_dir: str) -> dict[str, str] | None:
-    """The run's container target (docker_host, run_id, host), or None for a process run."""
-    try:
-        with open(os.path.join(run_dir, TARGET)) as f:
-            return json.load(f)
-    except FileNotFoundError:
+    """The run's container target (docker_host, run_id, host), or None for a process run.
+
+    The container can write this file (its run dir is mounted): a regular file only, and
+    one naming another run (whose containers stop would then remove) is refused.
+    """
+    path = os.path.join(run_dir, TARGET)
+    text = read_text(path)
+    if text is None:
         return None
+    try:
+        t = json.loads(text)
+    except ValueError:
+        t = None
+    keys = ("docker_host", "run_id", "host")
+    if not (isinstance(t, dict) and all(isinstance(t.get(k), str) for k in keys)):
+        raise ValueError(f"{path}: not a container target")
+    if t["run_id"] != os.path.basename(os.path.normpath(run_dir)):
+        raise ValueError(f"{path}: names run {t['run_id']!r}, not this run dir's")
+    return {k: t[k] for k in keys}
 
 
 def image_id(docker_host: str, tag: str) -> str | None:
@@ -122,10 +137,7 @@ def launch(
     """
     from docker.types import Mount, Ulimit
 
-    tmp = os.path.join(run_dir, TARGET + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(t, f)
-    os.replace(tmp, os.path.join(run_dir, TARGET))
+    replace(os.path.join(run_dir, TARGET), json.dumps(t))
     mounts = [Mount(run_dir, run_dir, type="bind", read_only=False)]
     mounts += [Mount(m, m, type="bind", read_only=True) for m in container["mounts_ro"]]
     network = "host" if container["host_network"] else (container["network"] or None)

@@ -1,0 +1,66 @@
+#!/usr/bin/python
+"""Copy a run's files out of the workload's reach, for the controller to fetch."""
+
+DOCUMENTATION = r"""
+module: fleetperf_collect
+short_description: Snapshot a fleetperf run's regular files for ansible.builtin.fetch
+description:
+  - The workload writes its run dir (a container has it mounted), so any name there may be
+    a link to a host file by the time the play fetches it, and C(ansible.builtin.fetch)
+    follows links. This module copies each of O(files) that is a regular file in O(run_dir)
+    (opened with C(O_NOFOLLOW), checked with C(fstat)) into a new private directory beside
+    the run dir, outside what a container sees, and returns it as C(dir) with the names
+    copied as C(files). Links, FIFOs, devices and missing names are left out, named in
+    C(skipped). The play fetches from C(dir) and removes it.
+options:
+  run_dir: {description: The host's run directory., type: path, required: true}
+  files:
+    description: Names in O(run_dir) (plain names, no C(/)).
+    type: list
+    elements: str
+    required: true
+"""
+
+import os
+import shutil
+import tempfile
+
+from ansible.module_utils import fleetperf_host as files
+from ansible.module_utils.basic import AnsibleModule
+
+
+def collect(run_dir: str, names: list[str]) -> tuple[str, list[str], list[str]]:
+    """The snapshot directory, the names copied, the names left out."""
+    run_dir = os.path.normpath(run_dir)
+    root, run_id = os.path.split(run_dir)
+    dest = tempfile.mkdtemp(prefix=f".collect-{run_id}-", dir=root)  # 0700, a new name
+    copied, skipped = [], []
+    for name in names:
+        fd = files.open_regular(os.path.join(run_dir, name))
+        if fd is None:
+            skipped.append(name)
+            continue
+        with os.fdopen(fd, "rb") as src, open(os.path.join(dest, name), "xb") as out:
+            shutil.copyfileobj(src, out)
+        copied.append(name)
+    return dest, copied, skipped
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "run_dir": {"type": "path", "required": True},
+            "files": {"type": "list", "elements": "str", "required": True},
+        },
+        supports_check_mode=False,
+    )
+    names = module.params["files"]
+    bad = [n for n in names if not n or "/" in n or n in (".", "..")]
+    if bad:
+        module.fail_json(msg=f"fleetperf_collect: files: {bad[0]!r} is not a plain file name")
+    dest, copied, skipped = collect(module.params["run_dir"], names)
+    module.exit_json(changed=True, dir=dest, files=copied, skipped=skipped)
+
+
+if __name__ == "__main__":
+    main()
