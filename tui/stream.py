@@ -23,6 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tui.events import MAX_LINE_BYTES
+
 # Before any option of the inventory's, so that they win (ssh keeps an option's first
 # value): the host's key must be known and match, and a host gone silent (a network
 # partition) ends the connection after 30 s instead of hanging for hours.
@@ -119,15 +121,22 @@ class Follower:
 
     def _read(self) -> None:
         assert self._proc.stdout is not None
-        for raw in self._proc.stdout:
-            if not raw.endswith(b"\n"):
-                break  # the follower was stopped in the middle of a line
-            line = raw.decode("utf-8", "replace").strip()
+        # Read at most MAX_LINE_BYTES + 1 at a time: of a longer line only that head is
+        # kept and handed on (the parser drops it as too long, counted), never all of it.
+        head, size = b"", 0
+        while piece := self._proc.stdout.readline(MAX_LINE_BYTES + 1):
+            head, size = head or piece, size + len(piece)
+            if not piece.endswith(b"\n"):
+                if len(piece) <= MAX_LINE_BYTES:
+                    break  # the follower was stopped in the middle of a line
+                continue
+            line = head.decode("utf-8", "replace").strip()
             if line:
                 self._on_line(line)
             with self._more:
-                self.received += len(raw)
+                self.received += size
                 self._more.notify_all()
+            head, size = b"", 0
 
     def drain(self, size: int, timeout: float) -> bool:
         """Wait until ``size`` bytes of the file have been handed on; False on time-out."""
