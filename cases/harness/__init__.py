@@ -4,6 +4,16 @@ Importing it imports no torch (the controller imports ``harness.metrics``,
 ``harness.vendors`` and ``harness.peak_cache``); the parts that need torch import it when
 called. psutil and nvidia-ml-py are used where present. docs/harness.md is the guide.
 
+A case's ``run.py`` uses ``run_case`` and ``Run`` (the SDK); its ``prepare.py``
+``prepare_main``. The modules below them:
+
+- ``runner``      Run (config, hp, device, process group, seeds, instruments, step logging,
+                  eval cadence, convergence, accounting, result), run_case()
+- ``case``        case.yaml as the workload reads it: hp checked once, requires, target
+- ``layout``      Layout: data x tensor x pipeline parallel ranks, which rank counts a batch
+- ``staging``     prepare_main(), link_or_copy, the data manifest
+- ``tiny``        synthetic-data builders: WordPiece vocabulary, tiny Llama, Llama config check
+
 - ``device``      open_device(): per vendor and precision, device, autocast, scaler, sync,
                   backend, name; Device
 - ``vendors``     PRECISIONS_BY_VENDOR, precision_problem() (standard library only)
@@ -22,6 +32,9 @@ called. psutil and nvidia-ml-py are used where present. docs/harness.md is the g
 - ``workload``    InputError, load_config, guarded(): error events and exit codes
 """
 
+# Old per-case entry points (run_workload, PerfTracker, build_result, ...) stay exported
+# until every case runs on ``Run``.
+
 from harness.device import Device, open_device
 from harness.dist import (
     DistEnv,
@@ -31,6 +44,7 @@ from harness.dist import (
     reduce_memory,
     reduce_totals,
     shutdown_distributed,
+    sum_counted,
 )
 from harness.events import EventWriter
 from harness.flops import (
@@ -40,6 +54,7 @@ from harness.flops import (
     params_of,
     training_flops_per_token,
 )
+from harness.layout import Layout
 from harness.memory import MemoryMonitor, host_total_gib
 from harness.metrics import METRICS, Metric, registry
 from harness.peak import PEAK_FLOPS, chip_from_device_name, datasheet_peak, peak_flops
@@ -52,6 +67,8 @@ from harness.perf import (
     throughput_metrics,
 )
 from harness.result import ModelFlops, build_result
+from harness.runner import Run, Step, run_case
+from harness.staging import link_or_copy, prepare_main
 from harness.sysmon import SysSampler
 from harness.vendors import PRECISIONS_BY_VENDOR, precision_problem
 from harness.workload import InputError, guarded, load_config, require_paths, run_workload
@@ -64,11 +81,14 @@ __all__ = [
     "DistEnv",
     "EventWriter",
     "InputError",
+    "Layout",
     "MemoryMonitor",
     "Metric",
     "ModelFlops",
     "PerfTotals",
     "PerfTracker",
+    "Run",
+    "Step",
     "SysSampler",
     "all_reduce",
     "barrier",
@@ -81,6 +101,7 @@ __all__ = [
     "inference_flops_per_token",
     "init_distributed",
     "load_config",
+    "link_or_copy",
     "lora_training_flops_per_token",
     "merge_totals",
     "non_embedding_params",
@@ -89,12 +110,16 @@ __all__ = [
     "peak_cache_path",
     "peak_flops",
     "precision_problem",
+    "prepare_main",
     "process_age_s",
     "reduce_memory",
     "reduce_totals",
     "registry",
     "require_paths",
+    "run_case",
     "shutdown_distributed",
+    "sum_counted",
     "throughput_metrics",
+    "token_rates",
     "training_flops_per_token",
 ]

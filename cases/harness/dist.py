@@ -102,9 +102,17 @@ def reduce_memory(used: float | None, total: float | None) -> tuple[float | None
     return used or None, total or None
 
 
-def reduce_totals(tot: PerfTotals) -> PerfTotals:
-    """The run's totals over all ranks, as ``merge_totals`` computes them for a list."""
-    sums = all_reduce([getattr(tot, f) for f in PerfTotals.SUM_FIELDS], "sum")
+def sum_counted(values: Sequence[float], counts: bool = True) -> list[float]:
+    """Element-wise sum over the ranks that count (``Layout.counts``: one rank per
+    tensor/pipeline group); the others add nothing. Every rank must call it."""
+    return all_reduce([float(v) if counts else 0.0 for v in values], "sum")
+
+
+def reduce_totals(tot: PerfTotals, counts: bool = True) -> PerfTotals:
+    """The run's totals over all ranks, as ``merge_totals`` computes them for a list: counts
+    summed over the ranks that count (``counts``, see ``harness.layout``: a tensor- or
+    pipeline-parallel group counts its batch once), times of the slowest rank."""
+    sums = sum_counted([getattr(tot, f) for f in PerfTotals.SUM_FIELDS], counts)
     maxes = all_reduce([getattr(tot, f) for f in PerfTotals.MAX_FIELDS], "max")
     return replace(
         tot,

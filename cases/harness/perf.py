@@ -242,6 +242,12 @@ def throughput_metrics(tot: PerfTotals, world_size: int = 1) -> dict[str, float 
     }
 
 
+def token_rates(tot: PerfTotals) -> tuple[float | None, float | None]:
+    """An inference pass's (real tokens / window wall time, real tokens / compute time) of
+    the counted steps: p_val_whole and p_val_core, p_infer_whole and p_infer_core."""
+    return _ratio(tot.tokens, tot.whole_time), _ratio(tot.tokens, tot.compute_time)
+
+
 def throughput_notes(tot: PerfTotals) -> list[str]:
     """What the rates left out, and why they are unknown where they are."""
     if tot.steps and tot.steps <= tot.warmup_steps:

@@ -1,0 +1,450 @@
+"""The case SDK: ``Run``, what a case's ``run.py`` is handed, and ``run_case``, its entry point.
+
+A case builds its model, its data and its step; the run owns everything that turns that into
+numbers (docs/harness.md): config.json and hp (checked once against case.yaml), the device
+and precision (autocast, gradient scaler), the process group, seeds, the instruments (timers,
+memory, sys samples), step logging, evaluation cadence and convergence, sample and token
+accounting under data, tensor and pipeline parallelism (``harness.layout``), and the result::
+
+    def main(run: harness.Run) -> None:
+        model = ...                                   # the case's own
+        loader = run.train_loader(rows, run.hp.train_batch_size, collate)
+        for batch in run.train(loader, evaluate=lambda: {"acc": score(model)}):
+            with run.step(samples=n, tokens=real, padded_tokens=padded) as step:
+                with run.device.autocast():
+                    step.loss = model(**batch).loss
+                run.optimize(step.loss, optimizer)
+        run.finish(flops)
+
+    if __name__ == "__main__":
+        sys.exit(harness.run_case(__file__, main))
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness.case import CaseFile, Hyper, load_case_file
+from harness.device import open_device
+from harness.dist import (
+    DistEnv,
+    barrier,
+    init_distributed,
+    reduce_memory,
+    reduce_totals,
+    shutdown_distributed,
+    sum_counted,
+)
+from harness.events import EventWriter
+from harness.layout import Layout
+from harness.memory import MemoryMonitor
+from harness.peak_cache import cache_path
+from harness.perf import PerfTotals, PerfTracker
+from harness.result import ModelFlops, build_result
+from harness.sysmon import SysSampler
+from harness.workload import InputError, load_config, require_paths, run_workload
+
+if TYPE_CHECKING:
+    import torch
+
+    from harness.device import Device
+
+SYS_EVERY_S = 10.0  # at most one sys record per this many seconds (taken at a log step)
+Evaluation = Callable[[], Mapping[str, float]]
+
+
+@dataclass
+class Step:
+    """What the case tells the run about one step: its loss (a tensor or a float; None for
+    a forward-only step). The run reads it once the step's clock has stopped."""
+
+    loss: Any = None
+
+
+class Run:
+    """One process's view of a run. Built by ``run_case``; see the module docstring."""
+
+    def __init__(
+        self, case: CaseFile, args: argparse.Namespace, env: DistEnv, events: EventWriter
+    ) -> None:
+        self.case = case
+        self.env = env
+        self.events = events
+        self.data = Path(args.data_dir)
+        self.run_dir = Path(args.run_dir)
+        self.config = load_config(args.config)
+        self.hp: Hyper = case.check_hp(self.config["hp"], args.config)
+        for field in ("vendor", "precision"):
+            if not isinstance(self.config.get(field), str) or not self.config[field]:
+                raise InputError(f"{args.config}: no {field!r}")
+        self.precision: str = self.config["precision"]
+        require_paths(self.data, case.requires)
+        self.device: Device = open_device(self.config["vendor"], self.precision, env.local_rank)
+        init_distributed(env, self.device)
+        self.layout = Layout(env.rank, env.world_size)
+        events.emit("start", world_size=env.world_size, case=case.name, precision=self.precision)
+        self.say(
+            f"{case.name}: world size {env.world_size}, device {self.device.name}, "
+            f"precision {self.precision}"
+        )
+        seed = self.hp.get("seed")
+        if seed is not None:
+            import torch
+
+            random.seed(seed)
+            torch.manual_seed(seed)
+
+        self.perf = self.tracker()
+        self.memory = MemoryMonitor(self.device)
+        self.sysmon = SysSampler(self.device, min_interval_s=SYS_EVERY_S)
+        self.steps = 0
+        self.samples = 0  # over all data-parallel replicas, as every rank counts them
+        self.tokens = 0  # the same, real tokens
+        self.loss: float | None = None  # the last logged window's mean loss
+        self.evals: dict[str, float] = {}  # the latest evaluation's values
+        self.converged = False
+        self._local_tokens = 0  # this rank's, for the step records' exact count
+        self._window: list[float] = [0.0, 0.0, 0.0]  # loss sum, loss count, samples
+        self._window_t0 = 0.0
+        self._training = False
+        self._optimizer: Any = None
+        self._lr: Callable[[], float] | None = None
+        every = self.hp.get("eval_every_samples")
+        self._next_eval = int(every) if every else None
+
+    # -- set-up -------------------------------------------------------------------------------
+    def say(self, *parts: Any) -> None:
+        """Print on global rank 0 (the run's stdout log), flushed."""
+        if self.env.is_global_zero:
+            print(*parts, flush=True)
+
+    def parallel(self, tp: int = 1, pp: int = 1) -> Layout:
+        """Declare tensor- and pipeline-parallel degrees (before ``train_loader``); the rest
+        of the world is data parallel. A world that does not split is bad input."""
+        try:
+            self.layout = Layout(self.env.rank, self.env.world_size, tp, pp)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        return self.layout
+
+    def data_parallel(self, model: torch.nn.Module) -> torch.nn.Module:
+        """``model`` wrapped in DistributedDataParallel when there is more than one replica."""
+        if self.layout.dp == 1:
+            return model
+        if self.layout.world != self.layout.dp:
+            raise NotImplementedError("DDP over a data-parallel subgroup: build its group")
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model, device_ids=self.device.ddp_device_ids)
+
+    def train_loader(
+        self,
+        rows: Sequence[Any],
+        batch_size: int,
+        collate_fn: Callable | None = None,
+        *,
+        source: str | Path = "the training data",
+    ) -> Any:
+        """Shuffled (seed hp ``seed``), split over the data-parallel replicas, whole batches
+        only; InputError naming ``source`` if that leaves no batch."""
+        from torch.utils.data import DataLoader, DistributedSampler
+
+        sampler = DistributedSampler(
+            rows,
+            num_replicas=self.layout.dp,
+            rank=self.layout.dp_rank,
+            shuffle=True,
+            seed=int(self.hp.get("seed", 0)),
+            drop_last=True,
+        )
+        loading = self._loading(collate_fn)
+        loader = DataLoader(rows, batch_size=batch_size, sampler=sampler, drop_last=True, **loading)
+        if len(loader) == 0:
+            raise InputError(
+                f"{source}: {len(rows)} rows, fewer than one global batch "
+                f"({batch_size} x {self.layout.dp} replicas)"
+            )
+        return loader
+
+    def eval_loader(
+        self, rows: Sequence[Any], batch_size: int, collate_fn: Callable | None = None
+    ) -> Any:
+        """This replica's share of ``rows`` (every dp-th, no padding: each row scored once
+        over the replicas), in order. Sum the counts with ``sum_replicas``."""
+        from torch.utils.data import DataLoader
+
+        share = list(rows)[self.layout.dp_rank :: self.layout.dp]
+        return DataLoader(share, batch_size=batch_size, **self._loading(collate_fn))
+
+    def _loading(self, collate_fn: Callable | None) -> dict[str, Any]:
+        return {
+            "collate_fn": collate_fn,
+            "num_workers": int(self.hp.get("num_workers", 0)),
+            "pin_memory": self.device.pin_memory,
+        }
+
+    def sum_replicas(self, values: Sequence[float]) -> list[float]:
+        """``values`` summed over the data-parallel replicas (each tensor/pipeline group
+        once): an evaluation's counts. Every rank must call it."""
+        return sum_counted(values, self.layout.counts)
+
+    def tracker(self) -> PerfTracker:
+        """A new set of timers (warm-up hp ``warmup_steps``), as ``run.perf`` is: for a second
+        timed pass (an inference case's validation); ``totals`` reduces it."""
+        warmup = int(self.hp.get("warmup_steps", 0))
+        return PerfTracker(warmup, self.device.synchronize, barrier)
+
+    # -- the training loop ---------------------------------------------------------------------
+    def train(
+        self,
+        batches: Iterable[Any],
+        *,
+        evaluate: Evaluation | None = None,
+        lr: Callable[[], float] | None = None,
+        epochs: int | None = None,
+        epoch_end: Callable[[], None] | None = None,
+    ) -> Iterator[Any]:
+        """The batches of epoch after epoch (``set_epoch`` on a distributed sampler), until
+        the budget (hp ``max_samples`` or ``max_tokens``) is spent, the target is reached, or
+        after ``epochs``. ``evaluate`` runs every hp ``eval_every_samples`` and once the
+        budget is spent; ``lr`` reads the learning rate for the step records (default: the
+        optimizer given to ``optimize``); ``epoch_end`` runs after each epoch."""
+        self._lr = lr
+        self._begin()
+        sampler = getattr(batches, "sampler", None)
+        epoch = 0
+        while not self.done and (epochs is None or epoch < epochs):
+            if hasattr(sampler, "set_epoch"):
+                sampler.set_epoch(epoch)
+            empty = True
+            for batch in batches:
+                empty = False
+                yield batch
+                if evaluate is not None and self._eval_due():
+                    self.evaluate(evaluate)
+                if self.done:
+                    return
+            if empty:
+                raise InputError(f"{self.case.name}: the training data gives no batch")
+            if epoch_end is not None:
+                epoch_end()
+            epoch += 1
+
+    @contextmanager
+    def step(self, samples: int, tokens: int = 0, padded_tokens: int = 0) -> Iterator[Step]:
+        """Time one step's compute (device synchronised, ranks at a barrier before it starts)
+        and count it: ``samples`` and ``tokens`` (real, non-pad) and ``padded_tokens`` (what
+        the device computed on, for MFU) of this rank's batch. Logs every hp
+        ``log_every_steps``."""
+        self._begin()
+        step = Step()
+        self.perf.step_begin()
+        yield step
+        self.perf.step_end(samples, tokens, padded_tokens)
+        self.steps += 1
+        self.samples += samples * self.layout.dp
+        self.tokens += tokens * self.layout.dp
+        self._local_tokens += tokens
+        if step.loss is not None:
+            loss = step.loss.item() if hasattr(step.loss, "item") else step.loss
+            self._window[0] += float(loss)
+            self._window[1] += 1
+        self._window[2] += samples * self.layout.dp
+        every = self.hp.get("log_every_steps")
+        if (every and self.steps % int(every) == 0) or self.budget_spent:
+            self.log()
+
+    def optimize(self, loss: torch.Tensor, optimizer: Any, clip_grad: float | None = None) -> None:
+        """Backward, optional gradient clipping, optimizer step and zero_grad, through the
+        device's gradient scaler where the precision has one (fp16, amp)."""
+        import torch
+
+        self._optimizer = optimizer
+        scaler = self.device.scaler
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+        if clip_grad is not None:
+            if scaler is not None:
+                scaler.unscale_(optimizer)
+            params = [p for g in optimizer.param_groups for p in g["params"]]
+            torch.nn.utils.clip_grad_norm_(params, clip_grad)
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    @property
+    def budget_spent(self) -> bool:
+        max_samples, max_tokens = self.hp.get("max_samples"), self.hp.get("max_tokens")
+        return bool(
+            (max_samples and self.samples >= max_samples)
+            or (max_tokens and self.tokens >= max_tokens)
+        )
+
+    @property
+    def done(self) -> bool:
+        return self.converged or self.budget_spent
+
+    def _eval_due(self) -> bool:
+        return self.budget_spent or (
+            self._next_eval is not None and self.samples >= self._next_eval
+        )
+
+    def evaluate(self, evaluation: Evaluation) -> dict[str, float]:
+        """Run ``evaluation`` (its time left out of p_train and p_core), emit each value, and
+        check the case's target (case.yaml ``target``; hp ``target_<metric>`` overrides)."""
+        with self.perf.evaluating():
+            values = dict(evaluation())
+        for name, value in values.items():
+            self.events.emit("eval", name=name, value=value, samples=self.samples)
+            self.say(f"eval samples {self.samples} {name} {value:.4f}")
+        self.evals.update(values)
+        if self._next_eval is not None:
+            every = int(self.hp["eval_every_samples"])
+            while self._next_eval <= self.samples:
+                self._next_eval += every
+        target = self.case.target_value(self.hp)
+        if target is not None and self.case.target and self.case.target[0] in values:
+            self.converged = values[self.case.target[0]] >= target
+        return values
+
+    # -- step records ----------------------------------------------------------------------------
+    def _begin(self) -> None:
+        if not self._training:
+            self._training = True
+            self.perf.train_begin()
+            self._window_t0 = self.perf.clock()
+
+    def log(self, loss: float | None = None) -> None:
+        """A ``step`` record for the window since the last (every rank calls it: it reduces):
+        mean loss over the counting ranks (or ``loss`` where the steps had none), tokens,
+        throughput, memory; and a ``sys`` record when one is due."""
+        loss_sum, loss_n, tokens = sum_counted(
+            [*self._window[:2], self._local_tokens], self.layout.counts
+        )
+        if loss_n:
+            self.loss = loss_sum / loss_n
+        elif loss is not None:
+            self.loss = loss
+        now = self.perf.clock()
+        self.memory.sample()
+        used, total = self.memory.peak_gib()
+        throughput = self._window[2] / (now - self._window_t0) if now > self._window_t0 else 0.0
+        lr = (
+            self._lr()
+            if self._lr
+            else (self._optimizer.param_groups[0]["lr"] if self._optimizer else 0.0)
+        )
+        self.events.emit(
+            "step",
+            step=self.steps,
+            samples=self.samples,
+            tokens=int(tokens),
+            loss=self.loss,
+            lr=lr,
+            throughput=throughput,
+            mem_used_gib=used,
+            mem_total_gib=total,
+        )
+        shown = f"loss {self.loss:.4f} " if self.loss is not None else ""
+        self.say(f"step {self.steps} samples {self.samples} {shown}{throughput:.1f} samples/s")
+        if self.sysmon.due():
+            self.events.emit("sys", **self.sysmon.sample())
+        self._window = [0.0, 0.0, 0.0]
+        self._window_t0 = self.perf.clock()
+
+    # -- the result ------------------------------------------------------------------------------
+    def totals(self, tracker: PerfTracker | None = None) -> PerfTotals:
+        """``tracker``'s totals (default ``run.perf``) over all ranks, each group's batch
+        counted once. A collective: every rank calls it."""
+        return reduce_totals((tracker or self.perf).totals(), self.layout.counts)
+
+    def finish(
+        self,
+        flops: ModelFlops,
+        metrics: Mapping[str, float | None] | None = None,
+        notes: Iterable[str] = (),
+        *,
+        converged: bool | None = None,
+        message: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Close the window, reduce over the ranks, and on global rank 0 emit the ``result``.
+
+        Metrics: the latest evaluation's values and the last window's loss (null where not
+        finite), then ``metrics`` over them. Converged, unless given: the target reached
+        where case.yaml has one, else a finite loss. ``extra``: fields beyond the contract's.
+        """
+        if self._training:
+            self.perf.train_end()
+            if self._window[1] or self._window[2]:
+                self.log()
+        totals = self.totals()
+        memory = reduce_memory(*self.memory.peak_gib())
+        shutdown_distributed()
+        if not self.env.is_global_zero:
+            return
+        finite = self.loss is not None and math.isfinite(self.loss)
+        out: dict[str, float | None] = {**self.evals}
+        if self.steps and self.case.kind == "training":
+            out["loss"] = self.loss if finite else None
+        out.update(metrics or {})
+        if converged is None:
+            converged, message = self._verdict(finite)
+        result = build_result(
+            totals=totals,
+            world_size=self.env.world_size,
+            device=self.device,
+            chip=self.config.get("chip"),
+            flops=flops,
+            memory=memory,
+            metrics=out,
+            converged=converged,
+            message=message,
+            notes=[*self._layout_notes(), *notes],
+            training=self.case.kind == "training",
+            peak_cache=cache_path(self.data.parent),
+            registry=self.case.registry,
+        )
+        result.update(extra or {})
+        self.events.emit("result", **result)
+        shown = ", ".join(f"{k}={v:.4g}" for k, v in result["metrics"].items() if v is not None)
+        self.say(f"result {result['status']}: {shown}")
+
+    def _verdict(self, finite: bool) -> tuple[bool, str | None]:
+        target = self.case.target_value(self.hp)
+        if target is not None and self.case.target:
+            if self.converged:
+                return True, None
+            budget = self.hp.get("max_samples") or self.hp.get("max_tokens")
+            return False, f"target {self.case.target[0]} {target} not reached in {budget} samples"
+        return finite, None if finite else f"training loss is {self.loss}"
+
+    def _layout_notes(self) -> list[str]:
+        if self.layout.tp == self.layout.pp == 1:
+            return []
+        return [
+            f"{self.layout.describe()}: each tensor/pipeline group counts its batch once; "
+            "per-device rates divide the groups' rate by all devices"
+        ]
+
+
+def run_case(file: str, main: Callable[[Run], None]) -> int:
+    """A case's entry point: ``sys.exit(harness.run_case(__file__, main))``. Parses the
+    contract's arguments, builds the ``Run`` from the case.yaml beside ``file`` and calls
+    ``main(run)``; failures become an ``error`` event and exit code 2 (bad input) or 1."""
+    case_dir = Path(file).resolve().parent
+
+    def start(args: argparse.Namespace, env: DistEnv, events: EventWriter) -> int:
+        main(Run(load_case_file(case_dir), args, env, events))
+        return 0
+
+    return run_workload(f"{case_dir.name} workload", start)
