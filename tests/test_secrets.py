@@ -4,6 +4,7 @@ planted where operators keep them, then every file the run leaves is scanned."""
 from __future__ import annotations
 
 import hashlib
+import json
 import secrets
 import subprocess
 import sys
@@ -39,6 +40,7 @@ def test_no_secret_reaches_artifacts_results_or_output(emitter: Fleetperf, tmp_p
     planted = {
         name: f"{name}-{secrets.token_hex(8)}"
         for name in ("controller-env", "aws-env", "become", "inventory-var", "vault", "vault-pw")
+        + ("hashi-vault-role",)
     }
     planted["workload-token"] = f"hf_{secrets.token_hex(8)}"
     password_file = tmp_path / "vault-pass"
@@ -63,6 +65,10 @@ def test_no_secret_reaches_artifacts_results_or_output(emitter: Fleetperf, tmp_p
         "FLEETPERF_TEST_SECRET": planted["controller-env"],
         "AWS_SECRET_ACCESS_KEY": planted["aws-env"],
         "ANSIBLE_VAULT_PASSWORD_FILE": str(password_file),
+        # A plugin's setting, named like no secret; and a verbosity that would print
+        # module arguments (the workload's env) into the stdout artifact.
+        "ANSIBLE_HASHI_VAULT_ROLE_ID": planted["hashi-vault-role"],
+        "ANSIBLE_VERBOSITY": "3",
     }
     out = subprocess.run(
         emitter.argv(
@@ -87,6 +93,10 @@ def test_no_secret_reaches_artifacts_results_or_output(emitter: Fleetperf, tmp_p
     (record,) = emitter.records()
     digest = hashlib.sha256(planted["workload-token"].encode()).hexdigest()
     assert record["notes"] == [f"sha256 of HF_TOKEN: {digest}"]
+    # ansible ran at the run's verbosity, not the operator's shell's.
+    for command in run_dir.glob("ansible-*/artifacts/*/command"):
+        env = json.loads(command.read_text())["env"]
+        assert "ANSIBLE_VERBOSITY" not in env and "ANSIBLE_HASHI_VAULT_ROLE_ID" not in env
     for path in kept:
         data = path.read_bytes()
         for what, value in planted.items():

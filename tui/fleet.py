@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -35,6 +36,7 @@ from tui.events import (
     HostState,
     WorkloadError,
     as_dict,
+    blame,
     from_runner,
     parse_line,
     task_action,
@@ -101,18 +103,29 @@ def ansible_env() -> dict[str, str]:
     return env
 
 
-_HOST_KEY_FAILED = ("Host key verification failed", "REMOTE HOST IDENTIFICATION HAS CHANGED")
+# What ssh says (through Ansible) of a host key it does not know, or that changed: the
+# name it looked up, "[address]:port" off port 22.
+_KEY_UNKNOWN = re.compile(r"No \S+ host key is known for (\S+) and you have requested strict")
+_KEY_CHANGED = re.compile(r"Host key for (\S+) has changed and you have requested strict")
 
 
-def explain_unreachable(host: str, address: str, message: str) -> str:
+def explain_unreachable(host: str, message: str) -> str:
     """An ssh failure as the operator should read it: a host key that ssh does not know,
-    or that changed, is named with its fix (the key is never accepted blindly)."""
-    if not any(s in message for s in _HOST_KEY_FAILED):
+    or that changed, is named with its fix (no key is ever accepted blindly)."""
+    unknown, changed = _KEY_UNKNOWN.search(message), _KEY_CHANGED.search(message)
+    found = unknown or changed
+    if not found:
         return message
+    address, port = found[1], None
+    if bracketed := re.fullmatch(r"\[(.+)\]:(\d+)", address):
+        address, port = bracketed[1], bracketed[2]
+    fix = f"ssh-keyscan {f'-p {port} ' if port else ''}{address} >> ~/.ssh/known_hosts"
+    if changed:
+        fix = f"ssh-keygen -R {found[1]}; {fix}"
+    what = "is not known" if unknown else "has CHANGED (another machine may be answering)"
     return (
-        f"host {host}: the SSH host key of {address} is unknown or has changed; if the host"
-        f" is genuine, record its key: ssh-keyscan {address} >> ~/.ssh/known_hosts"
-        " (or into the inventory's UserKnownHostsFile)"
+        f"host {host}: the SSH host key of {found[1]} {what}; once you have checked that the"
+        f" host is genuine, record its key: {fix} (or in the inventory's UserKnownHostsFile)"
     )
 
 
@@ -311,7 +324,7 @@ class _Tracker:
         self.log = (launch.run_dir / "events.jsonl").open("a", encoding="utf-8")
         self.on_event = on_event
         self.result: CaseResult | None = None
-        self.errors: list[str] = []
+        self.failures: list[WorkloadError | HostState] = []  # as observed: blame() orders
         self.bad_input: str | None = None
         self.phases = dict.fromkeys(launch.hosts, "preflight")
         self.launched = False  # a workload started on some host
@@ -335,7 +348,7 @@ class _Tracker:
                 # The host's end comes after every line its workload wrote before it.
                 self._drain(host, int(res.get("events_bytes") or 0))
         if raw.get("event") == "runner_on_unreachable" and isinstance(res.get("msg"), str):
-            msg = explain_unreachable(host, data.get("remote_addr") or host, res["msg"])
+            msg = explain_unreachable(host, res["msg"])
             raw = {**raw, "event_data": {**data, "res": {**res, "msg": msg}}}
         for ev in from_runner(self.run_id, raw, received):
             self.emit(ev)
@@ -385,7 +398,7 @@ class _Tracker:
             if isinstance(ev, CaseResult):
                 self.result = ev
             elif isinstance(ev, WorkloadError):
-                self.errors.insert(0, f"host {ev.host} rank {ev.rank}: {ev.message}")
+                self.failures.append(ev)
             self.on_event(ev)
 
     def _fold_host(self, ev: HostState) -> HostState:
@@ -398,7 +411,7 @@ class _Tracker:
             if not self.launched and self.bad_input is None:
                 self.bad_input = ev.message
             elif ev.message:
-                self.errors.append(ev.message)
+                self.failures.append(ev)
         self.phases[ev.host] = ev.phase
         return ev
 
@@ -470,7 +483,7 @@ def run_case(
         rc=runner.rc,
         runner_status=runner.status,
         result=tracker.result,
-        errors=tracker.errors,
+        errors=blame(tracker.failures),
     )
     return Outcome(
         status=status,

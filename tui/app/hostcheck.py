@@ -54,8 +54,7 @@ def _adhoc(inventory: Path, hosts: list[str], module: str, args: str) -> dict[st
         if kind.startswith("runner_on_") and data.get("host"):
             res = dict(data.get("res") or {})
             if kind == "runner_on_unreachable" and isinstance(res.get("msg"), str):
-                address = data.get("remote_addr") or data["host"]
-                res["msg"] = explain_unreachable(data["host"], address, res["msg"])
+                res["msg"] = explain_unreachable(data["host"], res["msg"])
             results[data["host"]] = {"kind": kind[len("runner_on_") :], **res}
         return False  # nothing to keep on disk
 
