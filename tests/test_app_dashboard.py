@@ -168,8 +168,10 @@ def test_the_host_table_keeps_about_a_screen_of_renders() -> None:
 
 def test_the_host_table_draws_its_cells_as_the_stock_table_does() -> None:
     """LiveTable draws plain cells itself (the stock path cost the benchmark's stalls):
-    every line, cursor row and cropped cell included, must come out as DataTable's, and
-    cells with markup, emoji codes or overflow still go the stock way."""
+    every line, cursor row and cropped cell included, must come out as DataTable's. Its
+    str cells are plain text: what reads as markup or emoji codes is shown as it is (the
+    stock table given the same text as Text), escape sequences escaped."""
+    from rich.text import Text
     from textual.app import App, ComposeResult
 
     from tui.app.widgets.livetable import LiveTable
@@ -178,8 +180,20 @@ def test_the_host_table_draws_its_cells_as_the_stock_table_does() -> None:
         ("node-00", "running", "12", "320.5", "1:02", "ok"),
         ("node-01", "failed", "-", "-", "-", "a reason far too long for its column here"),
         ("node-02", "running", "[b]bold[/b]", "7", "0:01:02", "wide \u4e2d\u6587 text"),
-        ("node-03", "queued", "", ":x: done", "", ""),
+        ("node-03", "queued", "", ":x: done", "", "[rank0]: [/x] [@click=app.quit]"),
+        ("node-04", "failed", "", "", "", "title \x1b]0;evil\x07 clear \x1b[2J"),
     ]
+    literal = {  # what the stock table must be given to show each text as it is
+        "[b]bold[/b]": Text("[b]bold[/b]", no_wrap=True, end=""),
+        ":x: done": Text(":x: done", no_wrap=True, end=""),
+        "0:01:02": Text("0:01:02", no_wrap=True, end=""),
+        "[rank0]: [/x] [@click=app.quit]": Text(
+            "[rank0]: [/x] [@click=app.quit]", no_wrap=True, end=""
+        ),
+        "title \x1b]0;evil\x07 clear \x1b[2J": Text(
+            "title \\u001b]0;evil\\u0007 clear \\u001b[2J", no_wrap=True, end=""
+        ),
+    }
 
     class Both(App[None]):
         def compose(self) -> ComposeResult:
@@ -188,15 +202,17 @@ def test_the_host_table_draws_its_cells_as_the_stock_table_does() -> None:
 
         def on_mount(self) -> None:
             for table in self.query(DataTable):
-                table.styles.height = 6
+                table.styles.height = 7
                 for i, name in enumerate(("host", "state", "step", "x", "ETA", "note")):
                     table.add_column(name, key=name, width=None if i == 5 else 7)
+                stock = not isinstance(table, LiveTable)
                 for row in rows:
-                    table.add_row(*row, key=row[0])
+                    cells = [literal.get(c, c) if stock else c for c in row]
+                    table.add_row(*cells, key=row[0])
 
     async def scenario() -> None:
         app = Both()
-        async with app.run_test(size=(60, 14)) as pilot:
+        async with app.run_test(size=(60, 16)) as pilot:
             stock, live = app.query_one("#stock", DataTable), app.query_one("#live", DataTable)
             app.set_focus(None)  # a focused table draws its header differently
             for cursor, priority in ((0, "css"), (2, "css"), (0, "renderable")):
@@ -205,11 +221,16 @@ def test_the_host_table_draws_its_cells_as_the_stock_table_does() -> None:
                     table.cursor_foreground_priority = priority
                     table.cursor_background_priority = priority
                 await pilot.pause()
-                for y in range(6):
+                for y in range(7):
                     want, got = stock.render_line(y), live.render_line(y)
                     # Same cells in the same styles; segments may be split differently.
                     assert list(got.simplify()) == list(want.simplify()), y
-            assert "bold" in live.render_line(3).text  # markup still interpreted
+            assert "[b]bold" in live.render_line(3).text  # markup shown (cropped), not read
+            assert (
+                ":x: don" in live.render_line(4).text
+                and "[rank0]: [/x]" in live.render_line(4).text
+            )
+            assert "\x1b" not in "".join(live.render_line(y).text for y in range(7))
 
     run(scenario())
 
@@ -251,5 +272,34 @@ def test_at_80_columns_a_hosts_note_shows_whole_under_the_table(tmp_path: Path) 
             await wait_for(pilot, lambda: "[failed]" in item.render_line(0).text)
             assert item.render_line(0).text.strip().startswith("[failed] distilbert-pytorch")
             assert status.render_line(0).text.strip().startswith("[failed] distilbert-pytorch")
+
+    run(scenario())
+
+
+def test_a_hosts_message_shows_literally_in_row_note_status_and_log(tmp_path: Path) -> None:
+    """Host text is never markup (``[/x]`` would raise, ``[@click=...]`` become an action,
+    torchrun's ``[rank0]:`` vanish) and its escape sequences are shown, not sent."""
+    why = "[rank0]: boom [/x] [@click=app.quit] \x1b]0;evil\x07\x1b[2J"
+    shown = "[rank0]: boom [/x] [@click=app.quit] \\u001b]0;evil\\u0007\\u001b[2J"
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(160, 40)) as pilot:
+            app.feed.add_run(RUN, "emitter", "cpu/CPUx1x1", ["node-a"], {})
+            app.feed.push(RunStarted(RUN, "emitter", "cpu/CPUx1x1", ["node-a"], 0.0))
+            await pilot.press("3")
+            screen = app.screen
+            table = screen.query_one(DataTable)
+            await wait_for(pilot, lambda: table.row_count == 1)
+            app.feed.push(HostState(RUN, "node-a", "failed", why))
+            app.feed.push(RunFinished(RUN, "failed", why, 1.0))
+            note, status = screen.query_one("#host-note", Label), screen.query_one("#run-status")
+            await wait_for(pilot, lambda: plain(note, width=300).strip() == f"node-a: {shown}")
+            assert plain(status, width=300).strip().endswith(shown)
+            assert str(table.get_cell("node-a", "note")) == shown
+            assert shown in "\n".join(screen.query_one(Log).lines)
+            await pilot.click("#host-note")  # nothing to click: the app stays
+            await pilot.pause(0.2)
+            assert app.is_running
 
     run(scenario())

@@ -3,6 +3,7 @@ mode with per-host, per-task progress, and the question before the real run."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,26 @@ def test_a_docker_host_is_checked_for_the_tag_the_engine_expects(tmp_path: Path)
     # The hash tag run.yml's preflight insists on, not group_vars' fleetperf_image.
     tag = expected_image("cpu")
     assert tag and check.image in (f"{tag} present", f"{tag} missing")
+
+
+def test_read_only_refuses_provisioning_with_a_notice(tmp_path: Path) -> None:
+    """Served in a browser (fleetperf serve without --allow-write): provision.yml, which
+    runs as root on the hosts, never starts from the page's keystrokes."""
+    inventory = fixed_inventory(tmp_path)
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, inventory=inventory)
+        app.config = replace(app.config, read_only=True)
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            await pilot.press("2")
+            screen = app.screen
+            hosts = screen.query_one("#hosts", DataTable)
+            await wait_for(pilot, lambda: hosts.row_count == 1)
+            await pilot.press("down", "space", "v")
+            await pilot.pause(0.5)
+            assert any("--allow-write" in str(n.message) for n in app._notifications)
+            assert screen.query_one("#tasks", DataTable).row_count == 0
+            assert "none yet" in plain(screen.query_one("#provision-status", Label))
+            assert not [w for w in app.workers if w.group == "provision"]
+
+    run(scenario())

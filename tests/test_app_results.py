@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from app_support import history, make_app, plain, run, seed_store, wait_for
-from textual.widgets import DataTable, Select, Static
+from textual.widgets import DataTable, Input, Select, Static
 
 from tui.app.compare import compare
 from tui.app.screens.results import ExportScreen, ResultsScreen
+from tui.store import ResultStore
 from tui.tables import render
 
 
@@ -88,5 +90,64 @@ def test_no_store_yet_says_so(tmp_path: Path) -> None:
             pane = app.screen.query_one("#result-view", Static)
             await wait_for(pilot, lambda: "No results store" in plain(pane))
             assert not (tmp_path / "results" / "fleetperf.sqlite").exists()
+
+    run(scenario())
+
+
+# A run's error as hosts write them: torchrun's rank prefix, text that reads as markup
+# (a closing tag with no opening one, an action), and escape sequences (window title, clear).
+HOSTILE_ERROR = "[rank0]: boom [/x] [@click=app.quit] \x1b]0;evil\x07\x1b[2J"
+
+
+def test_a_run_error_shows_literally_and_its_escapes_do_not_reach_the_terminal(
+    tmp_path: Path,
+) -> None:
+    record = history()[0].model_copy(update={"status": "failed", "error": HOSTILE_ERROR})
+    with ResultStore(tmp_path / "results" / "fleetperf.sqlite") as store:
+        store.add(record)
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await pilot.press("4")
+            screen = app.screen
+            table = screen.query_one("#history", DataTable)
+            await wait_for(pilot, lambda: table.row_count == 1)
+            pane = screen.query_one("#result-view", Static)
+            await wait_for(pilot, lambda: "failed:" in plain(pane, width=300))
+            text = plain(pane, width=300)
+            assert "failed: [rank0]: boom [/x] [@click=app.quit] " in text
+            assert "\\u001b]0;evil\\u0007\\u001b[2J" in text  # shown, not obeyed
+            assert "\x1b" not in text and "\x07" not in text
+            assert str(table.get_cell("run-0", "status")) == "failed"
+            await pilot.click("#result-view")  # a click on the error: no action runs
+            await pilot.pause(0.2)
+            assert app.is_running
+
+    run(scenario())
+
+
+def test_read_only_export_writes_under_the_results_directory_only(tmp_path: Path) -> None:
+    seed_store(tmp_path / "results")
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        app.config = replace(app.config, read_only=True)  # as fleetperf serve starts it
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            await pilot.press("4")
+            table = app.screen.query_one("#history", DataTable)
+            await wait_for(pilot, lambda: table.row_count > 0)
+            table.focus()
+            await pilot.press("e")
+            await wait_for(pilot, lambda: isinstance(app.screen, ExportScreen))
+            path = app.screen.query_one("#export-path", Input)
+            assert path.disabled
+            path.value = str(tmp_path / "elsewhere" / "x.md")  # what typing could not do
+            await pilot.click("#export-md")
+            await wait_for(pilot, lambda: isinstance(app.screen, ResultsScreen))
+            assert not (tmp_path / "elsewhere").exists()
+            (written,) = (tmp_path / "results" / "exports").iterdir()
+            assert written.name.startswith("fleetperf-") and written.suffix == ".md"
+            assert any("written to" in str(n.message) for n in app._notifications)
 
     run(scenario())

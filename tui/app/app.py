@@ -11,6 +11,7 @@ from pathlib import Path
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widget import AwaitMount
 
@@ -22,6 +23,7 @@ from tui.app.screens.dialogs import ConfirmScreen, HelpScreen
 from tui.app.screens.hosts import HostsScreen
 from tui.app.screens.results import ResultsScreen
 from tui.session import Batch, RunHandle, RunPlan, Session
+from tui.term import printable
 
 STORE_NAME = "fleetperf.sqlite"
 # The footer shows the four screen keys as one group ("1234 screens"); help names each.
@@ -34,6 +36,9 @@ class AppConfig:
     results_dir: Path
     data_root: Path
     cases_dir: Path = catalog.CASES_DIR
+    # Served in a browser without --allow-write: no provisioning (root on the hosts) and
+    # exports only to the results directory, never to a path typed in the page.
+    read_only: bool = False
 
     @property
     def store_path(self) -> Path:
@@ -114,6 +119,25 @@ class FleetperfApp(App[int]):
 
     def handle(self, run_id: str) -> RunHandle | None:
         return next((h for b in self.batches for h in b.runs if h.run_id == run_id), None)
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Every notice is plain text, whatever the caller asks: most name hosts, paths,
+        runs or errors, which come from hosts, the store or the user (tui/app/safe.py)."""
+        super().notify(
+            printable(message),
+            title=printable(title),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The palette offers every key binding of the screen, so nothing is key-only."""

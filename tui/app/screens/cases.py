@@ -16,6 +16,7 @@ from textual.widgets import Footer, Header, Input, Label, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from tui import catalog, fleet
+from tui.app.safe import literal
 from tui.app.widgets.picktree import PickTree
 
 if TYPE_CHECKING:
@@ -73,10 +74,10 @@ class CasesScreen(Screen[None]):
                 case = catalog.load_case(name, cases_dir)
             except catalog.CatalogError as exc:
                 tree.root.add_leaf(
-                    Text(f"{name}  (invalid)", style="red"), data=("error", str(exc))
+                    literal(f"{name}  (invalid)", style="red"), data=("error", str(exc))
                 )
                 continue
-            node = tree.root.add(name, data=("case", name), expand=True)
+            node = tree.root.add(literal(name), data=("case", name), expand=True)
             for ref in catalog.config_refs(case):
                 node.add_leaf(self._label((name, ref)), data=("config", (name, ref)))
         tree.focus()
@@ -90,7 +91,7 @@ class CasesScreen(Screen[None]):
 
     def _label(self, pick: Pick) -> Text:
         mark = "[x]" if pick in self.marked else "[ ]"
-        return Text(f"{mark} {pick[1]}", style="bold" if pick in self.marked else "")
+        return literal(f"{mark} {pick[1]}", style="bold" if pick in self.marked else "")
 
     def _configs(self, node: TreeNode) -> list[TreeNode]:
         kind, _ = node.data or (None, None)
@@ -120,7 +121,7 @@ class CasesScreen(Screen[None]):
             self.current = configs[0].data[1] if configs else None
         elif kind == "error":
             self.current = None
-            self.query_one("#case-info", Static).update(Text(value, style="red"))
+            self.query_one("#case-info", Static).update(literal(value, style="red"))
             return
         self.refresh_detail()
 
@@ -154,14 +155,14 @@ class CasesScreen(Screen[None]):
             case = catalog.load_case(case_name, cases_dir)
             config = catalog.load_config(case, ref)
         except catalog.CatalogError as exc:
-            self.query_one("#case-info", Static).update(Text(str(exc), style="red"))
+            self.query_one("#case-info", Static).update(literal(exc, style="red"))
             return
         self.query_one("#case-info", Static).update(_case_info(case, config))
         try:
             sets = self._sets()
             spec = catalog.resolve(case, config, sets)
         except catalog.CatalogError as exc:
-            error.update(str(exc))
+            error.update(literal(exc))
             error.add_class("error")
             self.query_one("#overrides", Input).add_class("invalid")
             spec, sets = catalog.resolve(case, config), {}
@@ -181,18 +182,16 @@ class CasesScreen(Screen[None]):
         try:
             hosts = fleet.select_hosts(self._inventory, spec)
         except catalog.CatalogError as exc:
-            label.update(Text(f"Hosts: none: {exc}", style="red"))
+            label.update(literal(f"Hosts: none: {exc}", style="red"))
             return
-        label.update(f"Hosts: {', '.join(hosts)}  ({self._inventory.path.name})")
+        label.update(literal(f"Hosts: {', '.join(hosts)}  ({self._inventory.path.name})"))
 
     @work(thread=True, exclusive=True, group="inventory")
     def _load_inventory(self) -> None:
         try:
             self._inventory = fleet.load_inventory(self.app.config.inventory)
         except catalog.CatalogError as exc:
-            self.app.call_from_thread(
-                self.notify, str(exc), severity="error", timeout=10, markup=False
-            )
+            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return
         self.app.call_from_thread(self.refresh_detail)
 
@@ -210,7 +209,7 @@ class CasesScreen(Screen[None]):
                 case = catalog.load_case(case_name, self.app.config.cases_dir)
                 catalog.resolve(case, catalog.load_config(case, ref), sets)
         except catalog.CatalogError as exc:
-            self.notify(str(exc), title="Not launched", severity="error", markup=False)
+            self.notify(str(exc), title="Not launched", severity="error")
             return
         self._launch(picks, sets, repeat)
 
@@ -225,7 +224,6 @@ class CasesScreen(Screen[None]):
                 title="Not launched",
                 severity="error",
                 timeout=10,
-                markup=False,
             )
             return
         self.app.launch(plans)
@@ -245,7 +243,7 @@ def _case_info(case: catalog.CaseSpec, config: catalog.VendorConfig) -> Table:
         ("Target", target),
         ("Config", f"{config.ref}: {config.nnodes} node(s) x {config.nproc_per_node} proc"),
     ):
-        table.add_row(key, value)
+        table.add_row(key, literal(value))
     return table
 
 
@@ -266,5 +264,5 @@ def _resolved(spec: catalog.RunSpec, config: catalog.VendorConfig, sets: dict) -
             where, style = "config *", "bold cyan"
         else:
             where, style = "default", ""
-        table.add_row(key, repr(value), where, style=style)
+        table.add_row(literal(key), literal(repr(value)), where, style=style)
     return table

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -13,9 +12,11 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Label, ListItem, ListView, Log
 
 from tui.app.feed import HostRow, RunView
+from tui.app.safe import literal
 from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.widgets.charts import Chart, RunProgress
 from tui.app.widgets.livetable import LiveTable
+from tui.term import printable
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
@@ -101,7 +102,7 @@ class DashboardScreen(Screen[None]):
             if run_id == self.selected:
                 self._put_row(table, row)
         for line in logs.get(self.selected, []):
-            self.query_one(Log).write_line(line)
+            self.query_one(Log).write_line(printable(line))
         if self.selected in runs:
             self._show_status(feed.snapshot(self.selected))
         self._show_note()
@@ -141,7 +142,7 @@ class DashboardScreen(Screen[None]):
             self._put_row(table, view.rows[host])
         log = self.query_one(Log)
         log.clear()
-        log.write_lines(list(view.log))
+        log.write_lines([printable(line) for line in view.log])
         self._show_status(view)
         self._show_note()
         self._draw_charts()
@@ -165,7 +166,7 @@ class DashboardScreen(Screen[None]):
         if row is not None and not text.startswith(f"host {row.host}"):
             text = f"{row.host}: {text}"
         note = self.query_one("#host-note", Label)
-        note.update(Text(text, overflow="ellipsis", no_wrap=True), layout=False)
+        note.update(literal(text, overflow="ellipsis", no_wrap=True), layout=False)
         note.set_class(row is not None and row.phase in ("failed", "unreachable"), "error")
 
     def _show_status(self, view: RunView) -> None:
@@ -174,7 +175,7 @@ class DashboardScreen(Screen[None]):
         if view.error:
             text += f"  {view.error}"
         label = self.query_one("#run-status", Label)
-        label.update(Text(text, overflow="ellipsis", no_wrap=True), layout=False)
+        label.update(literal(text, overflow="ellipsis", no_wrap=True), layout=False)
         label.set_class(view.status in ("failed", "aborted", "bad_input"), "error")
 
     def _put_row(self, table: DataTable, row: HostRow) -> None:

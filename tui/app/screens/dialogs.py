@@ -8,9 +8,12 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, Label, Static
 
+from tui.app.safe import literal
+
 
 class ConfirmScreen(ModalScreen[bool]):
-    """A question with Yes / No; Escape answers no."""
+    """A question with Yes / No; Escape answers no. The question is plain text: it names
+    hosts and runs."""
 
     BINDINGS = [
         Binding("escape,n", "answer(False)", "No", id="confirm.no"),
@@ -23,7 +26,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(self.question, classes="question")
+            yield Label(literal(self.question), classes="question")
             with Horizontal(classes="buttons"):
                 yield Button(f"{self.yes} (y)", variant="error", id="yes")
                 yield Button(f"{self.no} (n)", variant="primary", id="no")

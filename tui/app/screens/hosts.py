@@ -15,8 +15,10 @@ from textual.widgets import DataTable, Footer, Header, Label, Tree
 
 from tui import catalog, fleet
 from tui.app import hostcheck
+from tui.app.safe import literal
 from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.widgets.picktree import PickTree
+from tui.term import printable
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
@@ -64,7 +66,7 @@ class HostsScreen(Screen[None]):
         for name in TASK_COLUMNS:
             tasks.add_column(name, key=name)
         self.query_one(Tree).show_root = False
-        self.sub_title = self.app.config.inventory.name
+        self.sub_title = printable(self.app.config.inventory.name)
         self.load()
 
     @work(thread=True, exclusive=True, group="inventory")
@@ -72,9 +74,7 @@ class HostsScreen(Screen[None]):
         try:
             inv = fleet.load_inventory(self.app.config.inventory)
         except catalog.CatalogError as exc:
-            self.app.call_from_thread(
-                self.notify, str(exc), severity="error", timeout=10, markup=False
-            )
+            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return
         self.app.call_from_thread(self._show_inventory, inv)
         self._preflight(hostcheck.all_hosts(inv))
@@ -85,17 +85,17 @@ class HostsScreen(Screen[None]):
         tree.clear()
         groups = hostcheck.groups(inv)
         for group, hosts in groups.items():
-            node = tree.root.add(group, data=("group", group), expand=True)
+            node = tree.root.add(literal(group), data=("group", group), expand=True)
             for host in hosts:
                 node.add_leaf(self._label(host), data=("host", host))
         table = self.query_one("#hosts", DataTable)
         table.clear()
         for host in hostcheck.all_hosts(inv):
             names = ",".join(g for g, hs in groups.items() if host in hs)
-            table.add_row(host, names, "checking...", "", "", "", key=host)
+            table.add_row(literal(host), literal(names), "checking...", "", "", "", key=host)
 
     def _label(self, host: str) -> Text:
-        return Text(f"{'[x]' if host in self.marked else '[ ]'} {host}")
+        return literal(f"{'[x]' if host in self.marked else '[ ]'} {host}")
 
     def _picked(self) -> list[str]:
         if self.marked:
@@ -155,7 +155,7 @@ class HostsScreen(Screen[None]):
                 ("devices", check.devices or "? (not provisioned)"),
                 ("image", check.image or "?"),
             ):
-                table.update_cell(host, col, value, update_width=True)
+                table.update_cell(host, col, literal(value), update_width=True)
         down = [h for h, c in checks.items() if not c.reachable]
         if down:
             self.notify(f"Unreachable: {', '.join(down)}", severity="warning")
@@ -163,6 +163,15 @@ class HostsScreen(Screen[None]):
     # -- provisioning -----------------------------------------------------------------
 
     def action_provision(self) -> None:
+        if self.app.config.read_only:
+            self.notify(
+                "Provisioning is off in the browser: it runs as root on the hosts."
+                " Start fleetperf serve --allow-write, or use fleetperf in a terminal.",
+                title="Not provisioned",
+                severity="warning",
+                timeout=10,
+            )
+            return
         hosts = self._picked()
         if not hosts:
             self.notify("No hosts to provision.", severity="warning")
@@ -180,9 +189,7 @@ class HostsScreen(Screen[None]):
         try:
             stats = hostcheck.provision(self.app.config.inventory, hosts, check, on_task)
         except Exception as exc:  # noqa: BLE001 - ansible-runner setup errors become a notice
-            self.app.call_from_thread(
-                self.notify, f"provision.yml: {exc}", severity="error", markup=False
-            )
+            self.app.call_from_thread(self.notify, f"provision.yml: {exc}", severity="error")
             return
         self.app.call_from_thread(self._finished, hosts, mode, stats)
 
@@ -191,9 +198,9 @@ class HostsScreen(Screen[None]):
         table.clear()
         self.tasks = {h: Counter() for h in hosts}
         for host in hosts:
-            table.add_row(host, mode, "starting...", "0", "0", "0", "0", key=host)
+            table.add_row(literal(host), mode, "starting...", "0", "0", "0", "0", key=host)
         self.query_one("#provision-status", Label).update(
-            f"provision.yml ({mode} mode) on {', '.join(hosts)}: running"
+            literal(f"provision.yml ({mode} mode) on {', '.join(hosts)}: running")
         )
 
     def _show_task(self, ev: hostcheck.TaskEvent) -> None:
@@ -202,7 +209,7 @@ class HostsScreen(Screen[None]):
             return
         counts = self.tasks[ev.host]
         counts[ev.status] += 1
-        table.update_cell(ev.host, "task", ev.task, update_width=True)
+        table.update_cell(ev.host, "task", literal(ev.task), update_width=True)
         for col in ("ok", "changed", "failed", "skipped"):
             table.update_cell(ev.host, col, str(counts[col]))
 
@@ -218,9 +225,9 @@ class HostsScreen(Screen[None]):
         summary = f"provision.yml ({mode} mode): {changed} change(s)"
         if failed:
             summary += f", failed on {', '.join(failed)}"
-        status.update(summary)
+        status.update(literal(summary))
         if failed:
-            self.notify(summary, severity="error", timeout=10, markup=False)
+            self.notify(summary, severity="error", timeout=10)
             return
         if mode == "check":
             self.app.push_screen(

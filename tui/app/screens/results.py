@@ -16,6 +16,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Static
 
 from tui.app.compare import compare
+from tui.app.safe import literal
 from tui.record import RunRecord
 from tui.store import ResultStore, StoreError
 from tui.tables import FORMATS, render
@@ -108,9 +109,7 @@ class ResultsScreen(Screen[None]):
             with ResultStore(path) as store:
                 records = store.list()
         except StoreError as exc:
-            self.app.call_from_thread(
-                self.notify, str(exc), severity="error", timeout=10, markup=False
-            )
+            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return
         self.app.call_from_thread(self._show, records, "")
 
@@ -120,12 +119,12 @@ class ResultsScreen(Screen[None]):
             select = self.query_one(f"#filter-{name}", Select)
             values = sorted({_field(r, name) for r in records})
             current = select.value
-            select.set_options([(v, v) for v in values])
+            select.set_options([(literal(v), v) for v in values])
             if current in values:
                 select.value = current
         self._fill()
         if note:
-            self.query_one("#result-view", Static).update(note)
+            self.query_one("#result-view", Static).update(literal(note))
 
     def _shown(self) -> list[RunRecord]:
         wanted = {name: self.query_one(f"#filter-{name}", Select).value for name in FILTERS}
@@ -146,10 +145,10 @@ class ResultsScreen(Screen[None]):
         for r in reversed(shown):
             table.add_row(
                 _mark(r.run_id in self.marked),
-                r.started.replace("T", " ").rstrip("Z"),
-                r.case,
-                f"{r.vendor}/{r.config}",
-                r.status,
+                literal(r.started.replace("T", " ").rstrip("Z")),
+                literal(r.case),
+                literal(f"{r.vendor}/{r.config}"),
+                literal(r.status),
                 _metric(r, "p_whole", ".1f"),
                 _metric(r, "acc", ".3f"),
                 _metric(r, "loss", ".4f"),
@@ -211,7 +210,7 @@ class ResultsScreen(Screen[None]):
             ]
             view.update(_compare_table(before, after, history))
         else:
-            view.update(render(selection, "md"))
+            view.update(literal(render(selection, "md")))
 
     # -- export -----------------------------------------------------------------------
 
@@ -231,35 +230,40 @@ class ResultsScreen(Screen[None]):
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(render(records, fmt) + "\n", encoding="utf-8")
             except OSError as exc:
-                self.notify(
-                    f"{path}: {exc.strerror}", title="Not exported", severity="error", markup=False
-                )
+                self.notify(f"{path}: {exc.strerror}", title="Not exported", severity="error")
                 return
             self.notify(f"{len(records)} run(s) written to {path}", title="Exported")
 
-        self.app.push_screen(ExportScreen(base, len(records)), done)
+        self.app.push_screen(ExportScreen(base, len(records), self.app.config.read_only), done)
 
 
 class ExportScreen(ModalScreen[tuple[str, Path] | None]):
-    """Pick a format; the path is editable."""
+    """Pick a format; the path is editable unless the app is read-only (served in a
+    browser): then the file goes where ``base`` says, under the results directory."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="export.cancel")]
 
-    def __init__(self, base: Path, count: int) -> None:
+    def __init__(self, base: Path, count: int, read_only: bool = False) -> None:
         super().__init__()
-        self.base, self.count = base, count
+        self.base, self.count, self.read_only = base, count, read_only
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label(f"Export {self.count} run(s) to", classes="question")
-            yield Input(str(self.base), id="export-path")
+            yield Input(str(self.base), id="export-path", disabled=self.read_only)
+            if self.read_only:
+                yield Label(
+                    "Fixed in the browser: fleetperf serve --allow-write lets you choose.",
+                    classes="hint",
+                )
             with Horizontal(classes="buttons"):
                 for fmt in FORMATS:
                     yield Button(fmt, id=f"export-{fmt}")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         fmt = str(event.button.id).removeprefix("export-")
-        path = Path(self.query_one(Input).value).expanduser()
+        # Read-only: the page's keystrokes never choose where a file is written.
+        path = self.base if self.read_only else Path(self.query_one(Input).value).expanduser()
         if path.suffix.lstrip(".") not in FORMATS:
             path = path.with_name(f"{path.name}.{fmt}")
         self.dismiss((fmt, path))
@@ -280,8 +284,11 @@ def _metric(record: RunRecord, key: str, fmt: str) -> str:
 
 def _compare_table(before: RunRecord, after: RunRecord, history: list[RunRecord]) -> Table:
     table = Table(
-        title=f"{after.case}: {before.vendor}/{before.config} {before.run_id}  vs  "
-        f"{after.vendor}/{after.config} {after.run_id}",
+        title=literal(
+            f"{after.case}: {before.vendor}/{before.config} {before.run_id}  vs  "
+            f"{after.vendor}/{after.config} {after.run_id}",
+            style="table.title",  # what Rich gives a str title
+        ),
         title_justify="left",
         expand=True,
     )
@@ -298,11 +305,11 @@ def _compare_table(before: RunRecord, after: RunRecord, history: list[RunRecord]
         )
         flag = Text("! outside", style="bold red") if row.outside else Text("")
         table.add_row(
-            f"{m.name} ({m.unit})" if m.unit else m.name,
-            m.show(row.before),
-            m.show(row.after),
+            literal(f"{m.name} ({m.unit})" if m.unit else m.name),
+            literal(m.show(row.before)),
+            literal(m.show(row.after)),
             Text(change, style=style),
-            spread,
+            literal(spread),
             flag,
         )
     return table

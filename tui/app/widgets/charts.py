@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Label, ProgressBar, Sparkline
 
 from tui.app.feed import RunView
+from tui.app.safe import literal
 
 
 class Chart(Horizontal):
@@ -44,7 +44,7 @@ class RunProgress(Horizontal):
         self._view: RunView | None = None
 
     def compose(self) -> ComposeResult:
-        yield Label(self.run_id, classes="run-name")
+        yield Label(literal(self.run_id), classes="run-name")
         yield ProgressBar(total=None, show_eta=False, classes="run-bar")
 
     def on_mount(self) -> None:
@@ -58,7 +58,9 @@ class RunProgress(Horizontal):
 
     def _draw(self, view: RunView) -> None:
         # The status first, and cut rather than wrapped: a narrow list keeps what matters.
-        text = Text(f"[{view.status}] {view.case} {view.config}", no_wrap=True, overflow="ellipsis")
+        text = literal(
+            f"[{view.status}] {view.case} {view.config}", no_wrap=True, overflow="ellipsis"
+        )
         self.query_one(Label).update(text, layout=False)
         total, done = view.progress()
         bar = self.query_one(ProgressBar)

@@ -7,8 +7,12 @@ from typing import Any
 from rich.cells import set_cell_size
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual.cache import LRUCache
 from textual.widgets import DataTable
+from textual.widgets.data_table import CellType, ColumnKey, RowKey
+
+from tui.term import printable
 
 # About two screens of cells and rows: every update_cell makes all cached renders stale
 # (their keys hold the table's update count), so a bigger cache holds only garbage.
@@ -19,6 +23,10 @@ LINES = 256
 class LiveTable(DataTable[Any]):
     """DataTable with render caches sized to what one screen shows, and plain text cells
     drawn without Rich's layout.
+
+    A str cell is plain text, shown as it is (its control codes escaped): the dashboard's
+    cells are host names and host messages, which the stock table would read as markup
+    (``[/x]`` raises, ``[@click=...]`` is an action) and emoji codes. One-line rows.
 
     The stock caches keep 10,000 rendered cells and 1,000 rows, row texts and lines. Under
     a live feed they fill with stale renders within seconds, and the garbage collector's
@@ -38,6 +46,25 @@ class LiveTable(DataTable[Any]):
         self._row_render_cache = LRUCache(LINES)
         self._row_renderable_cache = LRUCache(LINES)
         self._line_cache = LRUCache(LINES)
+
+    def add_row(
+        self,
+        *cells: CellType,
+        height: int | None = 1,
+        key: str | None = None,
+        label: Any = None,
+    ) -> RowKey:
+        return super().add_row(*map(_plain, cells), height=height, key=key, label=label)
+
+    def update_cell(
+        self,
+        row_key: RowKey | str,
+        column_key: ColumnKey | str,
+        value: CellType,
+        *,
+        update_width: bool = False,
+    ) -> None:
+        super().update_cell(row_key, column_key, _plain(value), update_width=update_width)
 
     def _render_cell(
         self,
@@ -74,7 +101,7 @@ class LiveTable(DataTable[Any]):
 
     def _plain_cell(self, row_index: int, column_index: int) -> str | None:
         """A body cell's text when the fast path draws it as the stock path would: a
-        one-line row, a string with no markup or emoji code to interpret."""
+        one-line string (_plain left it a str: nothing the stock path would interpret)."""
         if row_index < 0 or column_index < 0:
             return None  # the header and row labels: the stock path
         row_key = self._row_locations.get_key(row_index)
@@ -82,6 +109,17 @@ class LiveTable(DataTable[Any]):
         value = self._data.get(row_key, {}).get(column_key)
         if not isinstance(value, str) or self.rows[row_key].height != 1:
             return None
-        if "[" in value or "\n" in value or value.count(":") >= 2:
+        if "\n" in value:
             return None
         return value
+
+
+def _plain(value: CellType) -> CellType:
+    """A str cell with its control codes escaped; a Text (drawn as it is, the stock way)
+    where the stock path would read markup or emoji codes in it."""
+    if not isinstance(value, str):
+        return value
+    value = printable(value)
+    if "[" in value or value.count(":") >= 2:
+        return Text(value, no_wrap=True, end="")
+    return value
