@@ -681,14 +681,17 @@ def test_stop_never_signals_a_pid_that_is_another_process_now(
 ) -> None:
     """The stored number now names an unrelated process (pid reuse): it survives."""
     pid = launch(run_dir, "import time; time.sleep(600)")
-    launched = json.loads((run_dir / "workload.id").read_text())
-    assert launched == {"pid": pid, "boot_id": BOOT_ID, "start": start_ticks(pid)}
+    launched = {"pid": pid, "boot_id": BOOT_ID, "start": start_ticks(pid)}
     os.killpg(pid, signal.SIGKILL)  # the workload gone, its exit never written ...
     (run_dir / "workload.pid").write_text(str(bystander.pid))  # ... and its number reused
     (run_dir / "workload.id").write_text(json.dumps({**launched, "pid": bystander.pid}))
     res, _ = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir), grace=1)
     assert (res["changed"], res["msg"]) == (False, "gone") and "signal" not in res
     assert bystander.poll() is None
+    (run_dir.parent / "run-2").mkdir()
+    pid = launch(run_dir.parent / "run-2", "pass")  # what the launch records
+    recorded = json.loads((run_dir.parent / "run-2" / "workload.id").read_text())
+    assert (recorded["pid"], recorded["boot_id"]) == (pid, BOOT_ID) and recorded["start"] > 0
 
 
 def test_a_pid_from_another_boot_is_neither_signalled_nor_busy(
