@@ -1,8 +1,9 @@
 """Stage the distilbert-pytorch data directory.
 
-    python cases/distilbert-pytorch/prepare.py --synthetic --out DATA_DIR
+    python cases/distilbert-pytorch/prepare.py --out DATA_DIR --synthetic
+    python cases/distilbert-pytorch/prepare.py --out DATA_DIR --from DIR
 
-writes, offline and deterministically (seeded):
+--synthetic writes, offline and deterministically (seeded):
 
     DATA_DIR/checkpoint/   a tiny DistilBERT (save_pretrained, safetensors) + its WordPiece
                            tokenizer (vocab.txt, tokenizer.json), loadable with from_pretrained
@@ -10,18 +11,25 @@ writes, offline and deterministically (seeded):
 
 The sentences are movie-review templates: one or two sentiment words of one polarity among
 neutral filler, label 1 positive / 0 negative, no label noise. A small model learns them in a
-few hundred steps, which is what a CPU smoke run of the benchmark needs. The real data (the
-real SST-2 and distilbert-base-uncased) is FlagPerf's distilbert_train.tar, unpacked in the
-same layout; without --synthetic this script only says so.
+few hundred steps, which is what a CPU smoke run of the benchmark needs.
+
+--from DIR: FlagPerf's distilbert_train.tar unpacked (the real SST-2 and
+distilbert-base-uncased in the same layout): checked (the model config, the TSV headers),
+then hard-linked (copied across filesystems). The first missing or malformed file is named
+in one line on stderr, exit code 2, nothing staged.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 from pathlib import Path
 from typing import Any
+
+import harness
+from harness.tiny import wordpiece_vocabulary
 
 
 def _words(text: str) -> list[str]:
@@ -63,7 +71,6 @@ TEMPLATES = (
     "what a {s1} {noun}",
     "{f1} {f2} {f3} {noun} {f4} {f5} {f6} {f7} {f8} {f9} {f10} {f11} , {adv} {s1}",
 )
-SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 def sentence(rng: random.Random, label: int) -> str:
@@ -96,14 +103,7 @@ def vocabulary() -> list[str]:
     words = set(POSITIVE + NEGATIVE + NOUNS + ADVERBS + FILLER)
     for template in TEMPLATES:
         words.update(w for w in template.split() if "{" not in w)
-    chars = sorted({c for w in words for c in w})
-    # single characters and their continuations keep unknown words tokenizable (WordPiece)
-    return (
-        list(SPECIAL)
-        + sorted(words)
-        + [c for c in chars if c not in words]
-        + ["##" + c for c in chars]
-    )
+    return wordpiece_vocabulary(words)
 
 
 def save_tokenizer(vocab: list[str], out: Path) -> None:
@@ -151,37 +151,63 @@ def save_model(vocab_size: int, out: Path, seed: int) -> None:
     model.save_pretrained(out, safe_serialization=True)
 
 
-def synthetic(out: Path, seed: int, n_train: int, n_dev: int) -> None:
-    rng = random.Random(seed)
+def synthetic(out: Path, args: argparse.Namespace) -> None:
+    rng = random.Random(args.seed)
     sst = out / "SST-2"
     sst.mkdir(parents=True, exist_ok=True)
-    write_tsv(sst / "train.tsv", make_rows(rng, n_train))
-    write_tsv(sst / "dev.tsv", make_rows(rng, n_dev))
+    write_tsv(sst / "train.tsv", make_rows(rng, args.train_rows))
+    write_tsv(sst / "dev.tsv", make_rows(rng, args.dev_rows))
     vocab = vocabulary()
     save_tokenizer(vocab, out / "checkpoint")
-    save_model(len(vocab), out / "checkpoint", seed)
+    save_model(len(vocab), out / "checkpoint", args.seed)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True, type=Path, help="the case's data directory")
-    parser.add_argument("--synthetic", action="store_true", help="tiny offline model and data")
-    parser.add_argument("--seed", type=int, default=1234)
+CHECKPOINT_FILES = ("config.json", "vocab.txt")  # and the weights, and tokenizer files if any
+
+
+def stage(src: Path, out: Path) -> None:
+    """Check ``src`` (the checkpoint's config and vocabulary, the TSVs' headers), then link."""
+    ckpt = src / "checkpoint"
+    for name in CHECKPOINT_FILES:
+        if not (ckpt / name).is_file():
+            raise harness.InputError(f"missing data: {ckpt / name}")
+    try:
+        model_type = json.loads((ckpt / "config.json").read_text(encoding="utf-8"))["model_type"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise harness.InputError(f"{ckpt / 'config.json'}: not a model config: {e}") from None
+    if model_type != "distilbert":
+        raise harness.InputError(f"{ckpt / 'config.json'}: model_type is {model_type!r}")
+    weights = [p for p in ckpt.iterdir() if p.suffix in (".safetensors", ".bin")]
+    if not weights:
+        raise harness.InputError(f"missing data: {ckpt}/model.safetensors (or *.bin)")
+    tsvs = [src / "SST-2" / name for name in ("train.tsv", "dev.tsv")]
+    for tsv in tsvs:
+        try:
+            header = tsv.read_text(encoding="utf-8").split("\n", 1)[0].split("\t")
+        except OSError:
+            raise harness.InputError(f"missing data: {tsv}") from None
+        if "sentence" not in header or "label" not in header:
+            raise harness.InputError(f"{tsv}: header must have 'sentence' and 'label' columns")
+    for f in sorted(p for p in ckpt.iterdir() if p.is_file()):
+        harness.link_or_copy(f, out / "checkpoint" / f.name)
+    for tsv in tsvs:
+        harness.link_or_copy(tsv, out / "SST-2" / tsv.name)
+
+
+def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-rows", type=int, default=6000)
     parser.add_argument("--dev-rows", type=int, default=872)  # real SST-2 dev has 872
-    args = parser.parse_args(argv)
-    if not args.synthetic:
-        print(
-            f"real data: unpack FlagPerf's distilbert_train.tar so that {args.out}/checkpoint "
-            f"(distilbert-base-uncased, save_pretrained layout) and {args.out}/SST-2/train.tsv, "
-            f"dev.tsv exist; or pass --synthetic for a tiny offline set",
-            file=sys.stderr,
-        )
-        return 2
-    synthetic(args.out, args.seed, args.train_rows, args.dev_rows)
-    print(f"wrote synthetic distilbert-pytorch data to {args.out}")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(
+        harness.prepare_main(
+            __file__,
+            __doc__,
+            synthetic,
+            stage=stage,
+            options=options,
+            real_data="FlagPerf's distilbert_train.tar unpacked: checkpoint/ "
+            "(distilbert-base-uncased, save_pretrained layout), SST-2/train.tsv, SST-2/dev.tsv",
+        )
+    )

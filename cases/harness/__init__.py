@@ -18,7 +18,7 @@ A case's ``run.py`` uses ``run_case`` and ``Run`` (the SDK); its ``prepare.py``
                   backend, name; Device
 - ``vendors``     PRECISIONS_BY_VENDOR, precision_problem() (standard library only)
 - ``perf``        PerfTracker (nested p_whole / p_train / p_core windows), PerfTotals,
-                  merge_totals, throughput_metrics
+                  merge_totals, throughput_metrics, token_rates
 - ``result``      build_result(), ModelFlops: the ``result`` event payload
 - ``flops``       PaLM FLOPs-per-token formulas, non_embedding_params, params_of
 - ``peak``        datasheet PEAK_FLOPS per chip and math mode, chip_from_device_name
@@ -65,6 +65,7 @@ from harness.perf import (
     merge_totals,
     process_age_s,
     throughput_metrics,
+    token_rates,
 )
 from harness.result import ModelFlops, build_result
 from harness.runner import Run, Step, run_case
