@@ -7,6 +7,7 @@ so the whole path runs: preflight, launch, the poll loop, cleanup, fetch, the st
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import signal
@@ -16,6 +17,9 @@ from pathlib import Path
 
 import pytest
 from conftest import Fleetperf, local_host, write_inventory
+
+from tui.batch import ProgressPrinter
+from tui.events import HostState, RunFinished
 
 
 def pid_gone(pid_file: Path) -> bool:
@@ -120,6 +124,36 @@ def test_workload_failure_exits_1_with_its_message(emitter: Fleetperf) -> None:
     assert rec["status"] == "failed"
     assert rec["error"] == "host localhost rank 0: planned failure at step 3"
     assert "failed: host localhost rank 0: planned failure" in out.stdout
+
+
+def test_a_hosts_escape_sequences_are_shown_not_sent_to_the_terminal(emitter: Fleetperf) -> None:
+    """A workload's error with a window-title OSC and a clear-screen CSI: the run's lines
+    and its final table show them escaped; no raw ESC or BEL reaches the terminal."""
+    script = emitter.cases_dir / "emitter" / "emitter.py"
+    planned = 'message=f"planned failure at step {step}"'
+    assert planned in script.read_text()
+    hostile = r'message="[rank0]: \x1b]0;evil\x07 boom \x1b[2J"'
+    script.write_text(script.read_text().replace(planned, hostile))
+    out = emitter.batch("emitter", "cpu/CPUx1x1", "fail_at_step=2")
+    assert out.returncode == 1, out.stdout + out.stderr
+    (rec,) = emitter.records()
+    assert rec["error"] == "host localhost rank 0: [rank0]: \x1b]0;evil\x07 boom \x1b[2J"
+    for stream in (out.stdout, out.stderr):
+        assert "\x1b" not in stream and "\x07" not in stream
+    shown = "[rank0]: \\u001b]0;evil\\u0007 boom \\u001b[2J"
+    assert f"== failed: host localhost rank 0: {shown}" in out.stdout
+    assert f"failed: host localhost rank 0: {shown}" in out.stdout.split("### emitter")[1]
+
+
+def test_progress_lines_escape_control_codes_in_host_strings() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    printer = ProgressPrinter(out, err)
+    printer(HostState("r1", "node\x1b[2J", "failed", "\x9b31m red \x1b]0;evil\x07"))
+    printer(RunFinished("r1", "bad_input", "no such file \x1b[1A", 0.0))
+    line = out.getvalue()
+    assert line.startswith("node\\u001b[2J ") and line.count("\n") == 1
+    assert line.endswith(" FAILED: \\u009b31m red \\u001b]0;evil\\u0007\n")
+    assert err.getvalue() == "fleetperf: error: no such file \\u001b[1A (nothing launched)\n"
 
 
 def test_missed_target_is_a_failure_with_the_reason(emitter: Fleetperf) -> None:

@@ -27,6 +27,7 @@ from tui.events import (
 from tui.session import Batch, Session
 from tui.store import interrupted_line
 from tui.tables import render
+from tui.term import printable
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -58,7 +59,8 @@ def pair_cases(cases: list[str], configs: list[str]) -> list[tuple[str, str]]:
 
 
 class ProgressPrinter:
-    """One line per logging step, eval and host failure; a run's start and end."""
+    """One line per logging step, eval and host failure; a run's start and end. Host
+    names, messages and errors come from the fleet: printed with control codes escaped."""
 
     def __init__(self, out: TextIO, err: TextIO) -> None:
         self.out, self.err = out, err
@@ -69,7 +71,9 @@ class ProgressPrinter:
         line = self._line(ev)
         if line:
             with self._lock:
-                print(line, file=self.err if self._is_error(ev) else self.out, flush=True)
+                print(
+                    printable(line), file=self.err if self._is_error(ev) else self.out, flush=True
+                )
 
     @staticmethod
     def _is_error(ev: Event) -> bool:
@@ -158,15 +162,15 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
             args.inventory, args.results_dir, args.data_root, lease_wait_s=args.wait_s
         )
     except catalog.CatalogError as exc:
-        print(f"fleetperf: error: {exc}", file=err)
+        print(printable(f"fleetperf: error: {exc}"), file=err)
         return EXIT_BAD_INPUT
     try:
         for record in session.interrupted:
-            print(interrupted_line(record), file=err)
+            print(printable(interrupted_line(record)), file=err)
         try:
             plans = session.plan(pairs, sets, args.repeat)
         except catalog.CatalogError as exc:
-            print(f"fleetperf: error: {exc}", file=err)
+            print(printable(f"fleetperf: error: {exc}"), file=err)
             return EXIT_BAD_INPUT
         requested = threading.Event()
         with _signals_set(requested):
@@ -178,7 +182,7 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
         session.close()
     if records:
         print(file=out)
-        print(render(records, args.fmt), file=out)
+        print(printable(render(records, args.fmt)), file=out)
     statuses = {run.status for run in batch.runs}
     if "bad_input" in statuses:
         return EXIT_BAD_INPUT
