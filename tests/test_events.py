@@ -20,6 +20,7 @@ from tui.events import (
     SysSample,
     WorkloadError,
     WorkloadStarted,
+    blame,
     from_runner,
     parse_line,
 )
@@ -304,3 +305,33 @@ def test_a_tail_that_timed_out_or_stalled_is_not_finished(why: str) -> None:
         "event_data": {"host": "n1", "task_action": "fleetperf_tail", "res": res},
     }
     assert from_runner("r1", ev) == []
+
+
+def test_blame_puts_a_workload_killed_by_a_signal_before_its_peers_consequences() -> None:
+    """Issue 18 §13: node2's rank was SIGKILLed; node1's collective lost it first."""
+    peer_error = WorkloadError("r1", "node1", 0, 5.0, "Connection closed by peer [10.0.0.2]:1")
+    peer_exit = HostState(
+        "r1", "node1", "failed", "host node1 rank 0: workload exited with code 1; stderr: "
+        "RuntimeError: Connection closed by peer [10.0.0.2]:1",
+    )  # fmt: skip
+    killed = HostState(
+        "r1", "node2", "failed", "host node2 rank 1: workload exited with code 1; stderr: "
+        "exitcode  : -9 (pid: 7) | traceback : Signal 9 (SIGKILL) received by PID 7",
+    )  # fmt: skip
+    assert blame([peer_error, peer_exit, killed])[0] == killed.message
+    # A host stopped by the play because another failed is a consequence too, though the
+    # stop's own signal shows; an unreachable host is a failure of its own.
+    stopped = HostState("r1", "node1", "failed", "host node1 rank 0: stopped (host node2 failed)")
+    lost = HostState("r1", "node2", "unreachable", "host node2: unreachable: ssh: timed out")
+    assert blame([stopped, lost]) == [lost.message, stopped.message]
+    stopped_killed = HostState(
+        "r1", "node1", "failed", "host node1 rank 0: stopped (host node2 failed) code -9"
+    )
+    assert blame([stopped_killed, lost])[0] == lost.message
+    # One host's own failure: the workload's words before its exit's, whichever came first.
+    exit_1 = HostState("r1", "h", "failed", "host h rank 0: workload exited with code 1")
+    said = WorkloadError("r1", "h", 0, 5.0, "planned failure at step 3")
+    assert blame([exit_1, said]) == ["host h rank 0: planned failure at step 3", exit_1.message]
+    # Otherwise the first observed wins.
+    first = HostState("r1", "a", "failed", "host a rank 0: timed out after 60 s")
+    assert blame([first, exit_1])[0] == first.message

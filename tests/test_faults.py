@@ -255,3 +255,35 @@ def test_full_disk_is_refused_in_preflight(
     assert f"host localhost: only 0.00 GiB free in {full_disk}/runs, the run needs 1 GiB" in line
     assert not list((full_disk / "runs").glob("*/workload.pid"))
     assert json.loads(emitter.run("results", "--format", "json").stdout or "[]") == []
+
+
+def test_the_record_blames_the_killed_workload_not_its_peer(
+    emitter: Fleetperf, two_nodes: Nodes, started: list
+) -> None:
+    """Issue 18 §13: node2's rank killed with SIGKILL; node1's rank loses its link to it
+    at once ("Connection closed by peer", as gloo says) and fails too. The root cause wins."""
+    inventory, nodes = two_nodes
+    proc = emitter.popen(
+        "--batch", "--case", "emitter", "--config", "cpu/CPUx2x1", "--set", "steps=400",
+        "--set", "interval_s=0.2", "--set", "peer_link=true", "-i", str(inventory),
+    )  # fmt: skip
+    started.append(proc)
+    wait_streaming(proc, {"node1", "node2"})
+    (rank,) = [p for p in run_processes([nodes[1].root / "runs"]) if _is_emitter(p)]
+    t_kill = time.monotonic()
+    os.kill(rank, signal.SIGKILL)
+    rest, _ = proc.communicate(timeout=120)
+    took = time.monotonic() - t_kill
+    assert proc.returncode == 1, rest
+    (rec,) = emitter.records()
+    assert rec["status"] == "failed"
+    error = rec["error"]
+    assert error.startswith("host node2 rank 1: workload exited with code "), error
+    assert "SIGKILL" in error, error
+    # The final line names the same cause, not the peer's.
+    assert "host node2 rank 1" in rest.strip().splitlines()[-1] or error in rest, rest
+    # The peer did fail as a consequence (else this test proves nothing).
+    peer_events = emitter.results / "runs" / rec["run_id"] / "hosts" / "node1" / "events.jsonl"
+    assert "Connection closed by peer" in peer_events.read_text()
+    assert took < 30, f"the run ended {took:.1f} s after the kill"
+    assert nothing_left([n.root / "runs" for n in nodes])

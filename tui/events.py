@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import threading
 import time
 from collections import Counter
@@ -342,6 +343,48 @@ def _result(run_id: str, host: str, rank: int, t: float, rec: dict[str, Any]) ->
         list(notes),
         " ".join(_text(rec.get("message")).split()),
         env if isinstance(env, dict) and _shallow(env) else {},
+    )
+
+
+# Blame: when several hosts fail, which failure caused the others. A workload that died of
+# a signal (torchrun: "Signal 9 (SIGKILL) received by PID"; alone: a negative exit code)
+# failed on its own; its peers fail as a consequence: their collectives lose the dead rank
+# (gloo's "Connection closed by peer", NCCL errors), or the play stops them ("stopped (host
+# node2 failed)"). Such consequences often come first: a peer's socket closes at once, while
+# torchrun notices its dead child only at its next check.
+_SIGNAL = re.compile(r"\bSignal \d+ \(SIG[A-Z]+\)|\bSIG(KILL|SEGV|BUS|ABRT|ILL|FPE)\b|code -\d+")
+_CONSEQUENCE = re.compile(
+    r"(closed|reset) by peer|Broken pipe|NCCL|gloo|ProcessGroup|DistNetworkError"
+    r"|remote process exited|: stopped \(host ",
+    re.IGNORECASE,
+)
+
+
+def blame(failures: list[WorkloadError | HostState]) -> list[str]:
+    """A run's failures (its workloads' errors, its hosts' failures, in the order they were
+    observed) as messages, the root cause first: a workload killed by a signal (not by the
+    play's stop), then other failures of a host's own (an error, an exit code, a time-out,
+    an unreachable host), then the consequences of another's: a peer gone, a stop. Within
+    each, the first observed; of one moment, a workload's own words before its host's."""
+
+    def cause(ev: WorkloadError | HostState) -> int:
+        text = _message(ev)
+        if _SIGNAL.search(text) and ": stopped (" not in text:
+            return 0
+        return 2 if _CONSEQUENCE.search(text) else 1
+
+    order = sorted(
+        range(len(failures)),
+        key=lambda i: (cause(failures[i]), isinstance(failures[i], HostState), i),
+    )
+    return [_message(failures[i]) for i in order]
+
+
+def _message(ev: WorkloadError | HostState) -> str:
+    return (
+        f"host {ev.host} rank {ev.rank}: {ev.message}"
+        if isinstance(ev, WorkloadError)
+        else ev.message
     )
 
 
