@@ -17,7 +17,7 @@ from tui.record import RUN_ID, STATUSES, RunRecord
 from tui.store import ResultStore, interrupted_line, mark_interrupted
 from tui.tables import FORMATS, render
 
-SUBCOMMANDS = ("cases", "prepare", "results", "cleanup", "peak")
+SUBCOMMANDS = ("cases", "prepare", "results", "cleanup", "peak", "new-case")
 DEFAULT_INVENTORY = catalog.REPO_ROOT / "inventory" / "local.yml"
 
 
@@ -98,6 +98,8 @@ def _sub_parser() -> argparse.ArgumentParser:
     )
     clean.add_argument("--results", type=Path, default=None)
     clean.add_argument("--data-root", type=Path, default=None)
+    new = sub.add_parser("new-case", help="write cases/NAME/ from a template (docs/new-case.md)")
+    new.add_argument("name")
     peak = sub.add_parser("peak", help="the measured-peak cache (matmul rate, bandwidth)")
     peak.add_argument("--data-root", type=Path, default=None)
     return p
@@ -293,6 +295,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "prepare":
                 data_root = args.data_root or default_data_root()
                 return cmd_prepare(args.case, args.synthetic, data_root, args.src)
+            if args.command == "new-case":
+                from tui.newcase import new_case
+
+                print(f"wrote {new_case(args.name)} (next: docs/new-case.md)")
+                return 0
             if args.command == "peak":
                 return cmd_peak(args.data_root or default_data_root())
             if args.command == "cleanup":
