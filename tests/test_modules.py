@@ -774,12 +774,14 @@ def test_of_racing_preflights_exactly_one_holds_the_host(tmp_path: Path, lease: 
 
 # ------------------------------------------------------------------------------ docker
 @pytest.mark.slow  # a docker engine of the test's own, and a base image imported into it
-def test_a_running_containers_lease_holds_after_the_heartbeat_ages(tmp_path: Path) -> None:
+def test_a_running_containers_lease_holds_after_the_heartbeat_ages(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     from dockerd import Dockerd, missing
 
     if why := missing():
         pytest.skip(why)
-    engine = Dockerd(tmp_path / "engine")
+    engine = Dockerd(tmp_path_factory.mktemp("engine"))  # short: containerd's socket path
     engine.start()
     try:
         base = "fleetperf-local/base:bookworm"
