@@ -8,7 +8,7 @@ description:
   - Starts O(argv) in a new session through a small supervisor process that writes
     C(stdout.log), C(stderr.log), C(workload.pid) and, when the workload ends, C(exit_code)
     into O(run_dir). Beside the pid, C(workload.id) records the supervisor's boot id and
-    start time: M(fleetperf_stop) and M(fleetperf_preflight) take the pid for the workload's
+    start time; M(fleetperf_stop) and M(fleetperf_preflight) take the pid for the workload's
     only while both match. The module returns at once; M(fleetperf_tail) follows the run.
   - A run dir that already holds C(workload.pid) is left alone (idempotent).
 options:

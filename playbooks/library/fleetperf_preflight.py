@@ -9,20 +9,20 @@ description:
     has less than O(min_free_gib) free, when O(master_port) is taken on this host, or when
     another run holds the host lease and does not let go within O(lease_wait_s).
   - Creates O(run_root)/O(run_id), writes O(config) there as C(config.json), and creates
-    the empty C(events.jsonl) that it returns as C(events): the controller follows it
+    the empty C(events.jsonl) that it returns as C(events); the controller follows it
     (tui/stream.py) from before the launch, and C(tail -F) on a file that does not exist
     yet falls back to polling once a second instead of inotify.
   - The lease is O(run_root)/fleetperf.lease, a JSON file naming the run and its
-    controller. It is stale, and taken over, when its run's workload no longer runs (a
-    process run: no C(exit_code) and the supervisor of C(workload.pid) is still the process
-    the launch recorded in C(workload.id), same boot and start time, so a pid reused or
-    from before a reboot does not hold the host; a docker run: its container runs, as the
-    engine says) and either the controller process is gone (same machine, same boot) or
+    controller. It is stale, and taken over, when its run's workload no longer runs (a process
+    run runs while there is no C(exit_code) and the supervisor of C(workload.pid) is still
+    the process the launch recorded in C(workload.id), same boot and start time, so a pid
+    reused or from before a reboot does not hold the host; a docker run, while the engine
+    says its container runs) and either the controller process is gone (same machine, same boot) or
     the run's C(heartbeat) (touched by M(fleetperf_tail) while it polls) is older than
     O(lease_stale_s). M(fleetperf_stop) releases it.
   - Every take, take-over and release happens under an exclusive C(flock) of
     O(run_root)/fleetperf.lease.lock (a file never removed), and the lease is written whole
-    to a temp file and renamed into place: a lease is never seen half written, and of
+    to a temp file and renamed into place; a lease is never seen half written, and of
     preflights racing for one host exactly one holds it.
 options:
   host: {description: The inventory name, for messages., type: str, required: true}

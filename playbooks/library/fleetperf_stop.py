@@ -5,10 +5,10 @@ DOCUMENTATION = r"""
 module: fleetperf_stop
 short_description: Stop a fleetperf workload's whole process group
 description:
-  - A workload whose C(exit_code) exists has ended: the module returns at once, without
+  - A workload whose C(exit_code) exists has ended; the module returns at once, without
     signalling or waiting.
   - Otherwise, if the supervisor recorded in O(run_dir)/workload.pid is still the process
-    the launch started (C(workload.id): same boot id and start time, and it supervises this
+    the launch started (C(workload.id), same boot id and start time, and it supervises this
     run dir), sends SIGTERM to its process group and every descendant (also those in
     sessions of their own, as torchrun's ranks), waits up to O(grace) seconds, then SIGKILL
     to what is left, and writes C(exit_code) (as -15 or -9) when the supervisor could not.

@@ -13,26 +13,26 @@ description:
     come at least O(min_gap) seconds apart, so a chatty workload costs a few module
     starts per second at most; lines written meanwhile come back together.
   - While it holds it only looks at two files ten times a second (about 0.02 % of a core),
-    at normal priority: at the lowest (SCHED_IDLE or nice 19) a saturated host kept it from
-    noticing its lines for seconds. It returns early when Ansible is gone (stdout closed).
+    at normal priority (at the lowest (SCHED_IDLE or nice 19) a saturated host kept it from
+    noticing its lines for seconds). It returns early when Ansible is gone (stdout closed).
   - C(finished) is true once the workload's C(exit_code) exists and every line written
     before it has been returned; then C(stderr_tail) holds the end of C(stderr.log) and
     C(stop_reason) why M(fleetperf_stop) signalled it, if it did.
-  - Touches C(heartbeat) in O(run_dir) while it holds: the host lease's proof of life.
-    Adds its own CPU time to C(poll_cpu_s) there: what polling cost the host.
+  - Touches C(heartbeat) in O(run_dir) while it holds (the host lease's proof of life).
+    Adds its own CPU time to C(poll_cpu_s) there (what polling cost the host).
   - Reads only regular files of the run dir, never through a link (the workload writes
-    that directory; a container has it mounted): a link, FIFO or device in place of
+    that directory; a container has it mounted), so a link, FIFO or device in place of
     C(events.jsonl), C(stderr.log), C(stop_reason) or C(exit_code) reads as absent (an
     C(exit_code) that is no regular file as code -1). What it writes (C(events.offset),
     C(heartbeat), C(poll_cpu_s)) replaces the name atomically, and C(exit_code) is created
-    only where nothing is: no file is ever written through a link.
+    only where nothing is; no file is ever written through a link.
   - With O(lines=false) (a host whose file the controller follows itself, tui/stream.py)
     it returns no lines and holds until the workload ended, a stall, a time-out or
     O(wait); C(events_bytes), the file's size, tells the follower how much to wait for.
 options:
   run_dir: {description: The host's run directory., type: path, required: true}
   lines:
-    description: Return the new lines (false: the controller follows the file itself).
+    description: Return the new lines (false, the controller follows the file itself).
     type: bool
     default: true
   wait:
