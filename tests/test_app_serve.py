@@ -1,4 +1,8 @@
-"""``fleetperf serve`` in headless Chromium: the browser shows the app's Cases screen.
+"""``fleetperf serve``: who may drive the app, and the app in headless Chromium.
+
+The server prints a URL with a token made for this start; the page and the WebSocket
+want that token, and the WebSocket the page's own Origin (tui/app/serve.py). Refusals are
+checked with real handshakes against a real server.
 
 Chromium (Debian package ``chromium``) is driven over the DevTools protocol: load the page,
 wait until the app has drawn, take a screenshot (kept in the test's tmp dir), and find the
@@ -10,12 +14,15 @@ import asyncio
 import base64
 import json
 import os
+import re
+import select
 import shutil
 import socket
 import struct
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import zlib
 from pathlib import Path
@@ -44,6 +51,96 @@ def _wait_http(url: str, timeout: float) -> str:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.3)
+
+
+def _serve(tmp_path: Path, port: int, *args: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``fleetperf serve --port PORT ARGS`` in its own session, and the URL it printed."""
+    env = {
+        **os.environ,
+        "FLEETPERF_RESULTS": str(tmp_path / "results"),
+        "FLEETPERF_DATA": str(tmp_path / "data"),
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "serve", "--port", str(port), *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    assert server.stdout is not None
+    printed, deadline = b"", time.monotonic() + 60
+    while not (found := re.search(rb"http://\S+/\?token=[\w-]+", printed)):
+        if time.monotonic() > deadline or server.poll() is not None:
+            _stop(server)
+            raise AssertionError(f"no URL with a token printed: {printed.decode()!r}")
+        if select.select([server.stdout], [], [], 1)[0]:
+            printed += os.read(server.stdout.fileno(), 4096)
+    return server, found.group().decode()
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    os.killpg(proc.pid, 15)
+    proc.wait(timeout=30)
+
+
+async def _handshake(url: str, origin: str | None = None, host: str | None = None) -> int:
+    """The HTTP status a WebSocket handshake gets (101: accepted; then the app's first
+    output is awaited, so the app really started, and the socket is closed)."""
+    headers = {k: v for k, v in (("Origin", origin), ("Host", host)) if v is not None}
+    async with aiohttp.ClientSession() as http:
+        try:
+            async with http.ws_connect(url, headers=headers) as ws:
+                first = await ws.receive(timeout=60)
+                assert first.type in (aiohttp.WSMsgType.BINARY, aiohttp.WSMsgType.TEXT), first
+                return 101
+        except aiohttp.WSServerHandshakeError as exc:
+            return exc.status
+
+
+def test_serve_wants_the_token_and_the_pages_own_origin(tmp_path: Path) -> None:
+    port = _free_port()
+    server, url = _serve(tmp_path, port)
+    try:
+        origin = f"http://127.0.0.1:{port}"
+        assert url.startswith(f"{origin}/?token=")  # loopback by default
+        token = url.rsplit("=", 1)[1]
+        assert len(token) >= 40
+        # The page: only with the token, and its WebSocket URL carries it.
+        page = _wait_http(url, 30)
+        assert f'data-session-websocket-url="ws://127.0.0.1:{port}/ws/{token}"' in page
+        for wrong in (f"{origin}/", f"{origin}/?token=x{token}"):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(wrong, timeout=10)
+            assert refused.value.code == 403
+        ws = f"ws://127.0.0.1:{port}/ws"
+        # Another site's page, even with the token; no token; a wrong one; a DNS-rebound
+        # name; then the page's own origin with the token: the app starts.
+        assert asyncio.run(_handshake(f"{ws}/{token}", "http://evil.example")) == 403
+        assert asyncio.run(_handshake(f"{ws}/{token}")) == 403  # no Origin at all
+        assert asyncio.run(_handshake(ws, origin)) == 403
+        assert asyncio.run(_handshake(f"{ws}/x{token}", origin)) == 403
+        evil = f"evil.example:{port}"
+        assert asyncio.run(_handshake(f"{ws}/{token}", f"http://{evil}", evil)) == 403
+        assert asyncio.run(_handshake(f"{ws}/{token}", origin)) == 101
+    finally:
+        _stop(server)
+    assert server.stdout is not None
+    assert token.encode() not in server.stdout.read()  # no access log line repeats it
+
+
+def test_serve_help_prints_help_and_starts_nothing() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "serve", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: fleetperf serve")
+    for flag in ("--host", "--port", "--allow-write"):
+        assert flag in out.stdout
 
 
 def _png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:
@@ -123,24 +220,11 @@ async def _screenshot(devtools: str, url: str, timeout: float) -> tuple[bytes, b
 @pytest.mark.skipif(CHROMIUM is None, reason="needs the Debian package chromium")
 @pytest.mark.slow
 def test_serve_shows_the_cases_screen_in_a_browser(tmp_path: Path) -> None:
-    port, debug_port = _free_port(), _free_port()
-    env = {
-        **os.environ,
-        "FLEETPERF_SERVE_PORT": str(port),
-        "FLEETPERF_RESULTS": str(tmp_path / "results"),
-        "FLEETPERF_DATA": str(tmp_path / "data"),
-    }
-    server = subprocess.Popen(
-        [sys.executable, "-m", "tui.cli", "serve"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    debug_port = _free_port()
+    server, url = _serve(tmp_path, _free_port())
     browser = None
     try:
-        page = _wait_http(f"http://localhost:{port}/", 60)
+        page = _wait_http(url, 60)
         assert "fleetperf" in page
         browser = subprocess.Popen(
             [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
@@ -152,12 +236,11 @@ def test_serve_shows_the_cases_screen_in_a_browser(tmp_path: Path) -> None:
         )
         targets = json.loads(_wait_http(f"http://127.0.0.1:{debug_port}/json", 60))
         devtools = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
-        png, drawn = asyncio.run(_screenshot(devtools, f"http://localhost:{port}/", 120))
+        png, drawn = asyncio.run(_screenshot(devtools, url, 120))
         (tmp_path / "serve.png").write_bytes(png)
         assert drawn, "the app never replaced the intro dialog"
         assert _count_colour(png, FOOTER_KEY) > 100, "no footer keys in the screenshot"
     finally:
         for proc in (browser, server):
             if proc is not None:
-                os.killpg(proc.pid, 15)
-                proc.wait(timeout=30)
+                _stop(proc)

@@ -17,7 +17,7 @@ from tui.record import RUN_ID, STATUSES, RunRecord
 from tui.store import ResultStore, interrupted_line, mark_interrupted
 from tui.tables import FORMATS, render
 
-SUBCOMMANDS = ("cases", "prepare", "results", "cleanup", "peak", "new-case")
+SUBCOMMANDS = ("cases", "prepare", "results", "cleanup", "peak", "serve", "new-case")
 DEFAULT_INVENTORY = catalog.REPO_ROOT / "inventory" / "local.yml"
 
 
@@ -102,6 +102,22 @@ def _sub_parser() -> argparse.ArgumentParser:
     new.add_argument("name")
     peak = sub.add_parser("peak", help="the measured-peak cache (matmul rate, bandwidth)")
     peak.add_argument("--data-root", type=Path, default=None)
+    serve = sub.add_parser(
+        "serve",
+        help="the app in a browser, for you only",
+        description="Serve the app over HTTP (textual-serve). It prints a URL with a token"
+        " made for this start: only a page opened from that URL gets the app.",
+    )
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)"
+    )
+    serve.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    serve.add_argument(
+        "--allow-write",
+        action="store_true",
+        help="let the page provision hosts (root on them) and export to any path;"
+        " without it the page cannot provision, and exports go to RESULTS/exports",
+    )
     return p
 
 
@@ -263,7 +279,7 @@ def cmd_peak(data_root: Path) -> int:
     return 0
 
 
-def _app(name: str) -> int:
+def _app(name: str, *args: object) -> int:
     """The terminal app (tui/app/, textual), imported only when asked for."""
     try:
         import tui.app as app
@@ -276,14 +292,12 @@ def _app(name: str) -> int:
             file=sys.stderr,
         )
         return 2
-    return int(getattr(app, name)() or 0)
+    return int(getattr(app, name)(*args) or 0)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        if argv and argv[0] == "serve":
-            return _app("serve")
         if argv and argv[0] == "fleet":  # local SSH hosts: fleetperf fleet up N | down
             from tui.localfleet import main as fleet_main
 
@@ -302,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             if args.command == "peak":
                 return cmd_peak(args.data_root or default_data_root())
+            if args.command == "serve":
+                return _app("serve", args.host, args.port, args.allow_write)
             if args.command == "cleanup":
                 return cmd_cleanup(
                     (args.results or default_results_dir()).resolve(),

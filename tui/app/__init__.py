@@ -3,13 +3,10 @@
 
 from __future__ import annotations
 
-import os
-import shlex
-import sys
 
-
-def main() -> int:
-    """Run the app in this terminal on the default inventory, results and data."""
+def main(read_only: bool = False) -> int:
+    """Run the app in this terminal on the default inventory, results and data;
+    ``read_only``: as served in a browser (no provisioning, no chosen export path)."""
     from tui.app.app import AppConfig, FleetperfApp
     from tui.cli import DEFAULT_INVENTORY, default_data_root, default_results_dir
 
@@ -17,17 +14,13 @@ def main() -> int:
         inventory=DEFAULT_INVENTORY.resolve(),
         results_dir=default_results_dir().resolve(),
         data_root=default_data_root().resolve(),
+        read_only=read_only,
     )
     return FleetperfApp(config).run() or 0
 
 
-def serve() -> int:
-    """Publish the app over HTTP on localhost (textual-serve); one app process per browser
-    tab. The port is FLEETPERF_SERVE_PORT, 8000 by default."""
-    from textual_serve.server import Server
+def serve(host: str, port: int, allow_write: bool) -> int:
+    """Publish the app over HTTP (textual-serve) behind a token: tui/app/serve.py."""
+    from tui.app.serve import serve as serve_app
 
-    port = int(os.environ.get("FLEETPERF_SERVE_PORT", "8000"))
-    command = shlex.join([sys.executable, "-m", "tui.app"])
-    print(f"fleetperf: serving the app on http://localhost:{port}", flush=True)
-    Server(command, host="localhost", port=port, title="fleetperf").serve()
-    return 0
+    return serve_app(host, port, allow_write)
