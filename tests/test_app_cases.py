@@ -87,3 +87,22 @@ def test_help_lists_binding_ids_and_palette_offers_every_action(tmp_path: Path) 
             await wait_for(pilot, lambda: app.current_mode == "hosts")
 
     run(scenario())
+
+
+def test_an_override_that_reads_as_markup_shows_literally(tmp_path: Path) -> None:
+    with pytest.raises(catalog.CatalogError) as bad:
+        catalog.parse_sets(["[/x]"])
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            await pilot.press("o", *"[/x]")
+            error = app.screen.query_one("#override-error", Label)
+            await wait_for(pilot, lambda: plain(error).strip() == str(bad.value))
+            assert "'[/x]'" in str(bad.value)
+            await pilot.press("enter")  # launch: refused with the same message
+            await pilot.pause(0.2)
+            assert app.batches == [] and app.is_running
+            assert any(str(bad.value) in str(n.message) for n in app._notifications)
+
+    run(scenario())
