@@ -156,3 +156,17 @@ def test_version() -> None:
     out = fleetperf("--version")
     assert out.returncode == 0
     assert out.stdout.startswith("fleetperf ") and len(out.stdout.split()) >= 2
+
+
+def test_results_print_a_hosts_escape_sequences_escaped(tmp_path: Path) -> None:
+    """A run's error came from a host: `fleetperf results` shows its control codes, never
+    sends them to the terminal (a title change, a cleared screen)."""
+    r1 = seed001_records()[0]
+    hostile = "died \x1b]0;pwned\x07 then \x1b[2J \x9b31m"
+    with ResultStore(tmp_path / "fleetperf.sqlite") as store:
+        store.add(r1.model_copy(update={"status": "failed", "error": hostile}))
+    for fmt in ("md", "csv", "json"):
+        out = fleetperf("results", "--status", "all", "--format", fmt, "--results", str(tmp_path))
+        assert out.returncode == 0, out.stderr
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", out.stdout + out.stderr), fmt
+    assert "\\u001b]0;pwned" in out.stdout

@@ -16,6 +16,7 @@ from tui import catalog
 from tui.record import RUN_ID, STATUSES, RunRecord
 from tui.store import ResultStore, interrupted_line, mark_interrupted
 from tui.tables import FORMATS, render
+from tui.term import printable
 
 SUBCOMMANDS = ("cases", "prepare", "results", "cleanup", "peak", "serve", "new-case")
 DEFAULT_INVENTORY = catalog.REPO_ROOT / "inventory" / "local.yml"
@@ -184,12 +185,12 @@ def cmd_results(args: argparse.Namespace, results_dir: Path) -> int:
         _check_run_id(args.run_id, "--prune")
     with _open_store(results_dir) as store:
         for record in mark_interrupted(store):
-            print(interrupted_line(record), file=sys.stderr)
+            print(printable(interrupted_line(record)), file=sys.stderr)
         records, hidden = _select(args, store)
         if args.prune:
             return _prune(store, records, results_dir)
     if records or args.format != "md":  # JSON and CSV stay machine-readable when empty
-        print(render(records, args.format, ids=True))
+        print(printable(render(records, args.format, ids=True)))
     else:
         which = "" if args.status == "all" else f"{args.status or 'passed'} "
         print(f"no {which}runs" + (f" of case {args.case}" if args.case else "") + " in the store")
@@ -250,12 +251,15 @@ def cmd_cleanup(results_dir: Path, data_root: Path) -> int:
             ok = fleet.stop_run(record.run_id, record.hosts, inventory, results_dir, data_root)
             if ok:
                 store.add(record.model_copy(update={"cleaned": True}))
-                print(f"cleaned {record.run_id}: stopped on {', '.join(record.hosts)}")
+                print(printable(f"cleaned {record.run_id}: stopped on {', '.join(record.hosts)}"))
             else:
                 code = 1
+                hosts = ", ".join(record.hosts)
                 print(
-                    f"fleetperf: run {record.run_id}: stop.yml failed on"
-                    f" {', '.join(record.hosts)} (see {record.run_dir}/ansible-cleanup)",
+                    printable(
+                        f"fleetperf: run {record.run_id}: stop.yml failed on {hosts}"
+                        f" (see {record.run_dir}/ansible-cleanup)"
+                    ),
                     file=sys.stderr,
                 )
         if not todo:
@@ -345,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     except catalog.CatalogError as exc:
-        print(f"fleetperf: error: {exc}", file=sys.stderr)
+        print(printable(f"fleetperf: error: {exc}"), file=sys.stderr)
         return 2
 
 
