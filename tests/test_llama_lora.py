@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import REPO, Fleetperf
-from llm_cases import LORA, case_module, events, prepare, resolved_config, run_workload
+from llm_cases import CASES, LORA, case_module, events, prepare, resolved_config, run_workload
+from seed_records import llama_finetune
+
+from tui import catalog
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +48,8 @@ def test_synthetic_layout_loads_as_the_real_one(data_dir: Path, tokenizer, mmlu)
     records = json.loads((data_dir / "samsum" / "train.json").read_text())
     assert len(records) >= 1000 and {"id", "dialogue", "summary"} <= set(records[0])
     root = data_dir / "mmlu"
-    assert mmlu.subjects(root) == ["arithmetic", "opposites"]
-    rows = list(csv.reader((root / "test" / "arithmetic_test.csv").open()))
+    assert mmlu.subjects(root) == ["abstract_algebra", "opposites"]  # the seed's subject first
+    rows = list(csv.reader((root / "test" / "abstract_algebra_test.csv").open()))
     assert all(len(r) == 6 and r[5] in "ABCD" for r in rows)
     # Llama's convention: each answer letter after "Answer:" is one token, "▁A".."▁D"
     ids = mmlu.letter_ids(tokenizer)
@@ -69,7 +72,7 @@ def test_prepare_from_checks_and_stages(data_dir: Path, tmp_path: Path) -> None:
         ("rm mmlu/dev/opposites_dev.csv", "mmlu/dev/opposites_dev.csv"),
         ("rm llama2_7b_hf/model.safetensors", "llama2_7b_hf/model.safetensors"),
         ("bad samsum/train.json", "samsum/train.json: record 1"),
-        ("bad mmlu/test/arithmetic_test.csv", "mmlu/test/arithmetic_test.csv: row 1"),
+        ("bad mmlu/test/abstract_algebra_test.csv", "mmlu/test/abstract_algebra_test.csv: row 1"),
     ],
 )
 def test_prepare_from_names_the_first_bad_file(
@@ -174,17 +177,29 @@ def test_mmlu_scorer_against_known_logits(tmp_path: Path, tokenizer, mmlu) -> No
     letters = mmlu.letter_ids(tokenizer)
     distractor = tokenizer("Answer:")["input_ids"][-1]
     model = PrefersOneLetter(len(tokenizer), letters[2], distractor)
-    per = mmlu.score(model, items, letters)
+    per = mmlu.score(model, items, letters, "letters")
     assert per["world_history"] == {"correct": 2, "total": 4, "acc": 0.5}
     assert per["high_school_mathematics"] == {"correct": 1, "total": 3, "acc": 1 / 3}
     assert mmlu.overall(per) == pytest.approx(3 / 7)
+    # FlagPerf's rule: the argmax over the whole vocabulary is the distractor, never a letter
+    per = mmlu.score(model, items, letters, "vocab")
+    assert mmlu.overall(per) == 0.0
+    # where the vocabulary's argmax is a letter (A over C), both rules pick it: 1 of 7
+    says_a = PrefersOneLetter(len(tokenizer), letters[2], letters[0])
+    for rule in mmlu.SCORING:
+        per = mmlu.score(says_a, items, letters, rule)
+        assert (per["world_history"]["correct"], per["high_school_mathematics"]["correct"]) == (
+            1,
+            0,
+        )
 
 
 def test_mmlu_prompt_is_the_standard_one(mmlu) -> None:
     q = mmlu.Question("What is 1+1?", ("1", "2", "3", "4"), 1)
     shot = mmlu.Question("What is 2+2?", ("4", "5", "6", "7"), 0)
     assert mmlu.prompt("high_school_mathematics", [shot], q) == (
-        "The following are multiple choice questions (with answers) about high school "
+        # two spaces before the subject, as Hendrycks' and FlagPerf's format_subject write it
+        "The following are multiple choice questions (with answers) about  high school "
         "mathematics.\n\n"
         "What is 2+2?\nA. 4\nB. 5\nC. 6\nD. 7\nAnswer: A\n\n"
         "What is 1+1?\nA. 1\nB. 2\nC. 3\nD. 4\nAnswer:"
@@ -230,6 +245,81 @@ def test_fleetperf_batch_on_cpu(tmp_path: Path) -> None:
     assert any(n.startswith("LoRA (seed's LoraConfig): 4096 trainable") for n in rec["notes"])
     received = events(fp.results / "runs" / rec["run_id"] / "hosts" / "localhost")
     result = next(e for e in received if e["kind"] == "result")
-    assert set(result["mmlu_subjects"]) == {"arithmetic", "opposites"}
+    assert set(result["mmlu_subjects"]) == {"abstract_algebra"}  # the seed's subject and rule
+    assert any(
+        "mmlu_subjects=abstract_algebra" in n and "mmlu_scoring=vocab" in n for n in rec["notes"]
+    )
     steps = [e for e in received if e["kind"] == "step"]
     assert steps[-1]["samples"] == 60 and steps[-1]["tokens"] == 60 * 512
+
+
+def test_mmlu_gold_token_is_flagperfs(tokenizer, mmlu) -> None:
+    # FlagPerf's evaluator compares the argmax with tokenizer([label]).input_ids[0][1]: the
+    # token of the bare letter after BOS, the same token as the letter after "Answer:".
+    letters = mmlu.letter_ids(tokenizer)
+    assert [tokenizer([x])["input_ids"][0][1] for x in mmlu.LETTERS] == letters
+
+
+def test_mmlu_defaults_score_as_the_seed() -> None:
+    spec = catalog.load_case(LORA, CASES)
+    assert spec.defaults["mmlu_subjects"] == "abstract_algebra"
+    assert spec.defaults["mmlu_scoring"] == "vocab"
+
+
+@pytest.mark.parametrize(
+    ("sets", "named"),
+    [
+        ({"mmlu_scoring": "top1"}, "hp.mmlu_scoring: expected one of vocab, letters"),
+        ({"mmlu_subjects": "abstract_algebra,virology"}, "no subject 'virology'"),
+    ],
+)
+def test_bad_mmlu_hp_refused_before_training(
+    tmp_path: Path, data_dir: Path, sets: dict, named: str
+) -> None:
+    config = resolved_config(LORA, "cpu/CPUx1x1", tmp_path / "run", **sets)
+    proc = run_workload(LORA, config, data_dir, timeout=300)
+    assert proc.returncode == 2 and named in proc.stderr, proc.stderr
+    assert [e["kind"] for e in events(config.parent)] == ["start", "error"]  # no step
+
+
+def test_half_precision_is_autocast_over_fp32_weights(data_dir: Path) -> None:
+    # FlagPerf's fp16 row: fp32 weights, torch autocast and a GradScaler (the harness's
+    # device gives both); on CPU the same holds for bf16, the half type a CPU runs.
+    import harness
+
+    run = case_module(LORA, "run")
+    device = harness.open_device("cpu", "bf16")
+    model = run.lora_model(data_dir / "llama2_7b_hf", device)
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    ids = torch.tensor([[1, 5, 6, 7]])
+    with device.autocast():
+        assert model(input_ids=ids).logits.dtype == torch.bfloat16
+
+
+def test_the_003_table_shows_the_precision_in_fix_hp() -> None:
+    from tui.tables import to_markdown
+
+    spec = catalog.load_case(LORA, CASES)
+    a100 = catalog.load_config(spec, "nvidia/A100x1x1")
+    row2 = catalog.resolve(spec, a100, {"precision": "fp16", "train_batch_size": 4})
+    assert row2.seed_fix_hp == {"precision": "fp16", "train_batch_size": 4}
+    record = llama_finetune("l2", row2.seed_fix_hp, {"tokens_per_s_per_device": 4017})
+    record = record.model_copy(update={"short_names": spec.short_names})
+    assert "| A100单机单卡（1x1） | 数据精度=fp16,local_batchsize=4 | 4017 |" in to_markdown(
+        [record]
+    )
+    # run settings (budget, logging) stay out of the seed's column
+    cpu = catalog.resolve(spec, catalog.load_config(spec, "cpu/CPUx1x1"))
+    assert cpu.seed_fix_hp == {"learning_rate": 0.003}
+
+
+def test_a100_row_named_after_the_fp32_row_runs_tf32() -> None:
+    from harness.vendors import precision_problem
+
+    spec = catalog.load_case(LORA, CASES)
+    row1 = catalog.resolve(spec, catalog.load_config(spec, "nvidia/A100x1x1"))
+    assert row1.precision == "tf32" and precision_problem("nvidia", "tf32") is None
+    strict = catalog.resolve(
+        spec, catalog.load_config(spec, "nvidia/A100x1x1"), {"precision": "fp32"}
+    )
+    assert strict.precision == "fp32"  # strict FP32 stays one --set away

@@ -141,9 +141,11 @@ class RunSpec(_Strict):
 
     @property
     def seed_fix_hp(self) -> dict[str, Any]:
-        """The overrides the seeds' fix_hp column shows: no precision (the record has its
-        own field) and none of the case's harness run settings."""
-        hidden = {"precision", *self.case.settings}
+        """The overrides the seeds' fix_hp column shows: none of the case's harness run
+        settings, and precision only where the table has no precision column (seed 003's
+        fix_hp shows "数据精度=fp16"; the record has its own precision field too)."""
+        in_column = "precision" in self.case.report
+        hidden = {*(["precision"] if in_column else []), *self.case.settings}
         return {k: v for k, v in self.fix_hp.items() if k not in hidden}
 
     @property

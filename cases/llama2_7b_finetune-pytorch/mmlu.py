@@ -1,12 +1,17 @@
-"""MMLU k-shot accuracy, the standard way (Hendrycks et al., test.py of hendrycks/test).
+"""MMLU k-shot accuracy as Hendrycks et al.'s test.py (hendrycks/test) and FlagPerf score it.
 
 Layout (MMLU's data.tar): ``dev/<subject>_dev.csv`` holds the shots, ``test/<subject>_test.csv``
 the questions; no header, one question per row: question, four choices, answer letter.
 
-The prompt is "The following are multiple choice questions (with answers) about <subject>.",
-then k answered dev questions, then the test question ending in "Answer:". The model's
-prediction is whichever of the tokens of "A", "B", "C", "D" gets the highest next-token logit.
-A prompt longer than the model's context loses shots (the first ones first) until it fits.
+The prompt is "The following are multiple choice questions (with answers) about  <subject>."
+(two spaces: test.py's format_subject puts one before each word), then k answered dev
+questions, then the test question ending in "Answer:". A prompt longer than the model's
+context loses shots (the first ones first) until it fits. Two rules pick the answer from the
+next-token logits (``SCORING``):
+
+- ``vocab``: FlagPerf's (evaluate/evaluator.py): the argmax over the whole vocabulary is
+  right only when it is the token of the answer letter ("▁A" after "Answer:");
+- ``letters``: Hendrycks': whichever of the tokens of "A", "B", "C", "D" scores highest.
 """
 
 from __future__ import annotations
@@ -21,6 +26,12 @@ import torch
 from harness import InputError
 
 LETTERS = ("A", "B", "C", "D")
+# The answer rules (hp mmlu_scoring), as the record's note describes them.
+SCORING = {
+    "vocab": "right when the argmax over the whole vocabulary is the answer letter's token "
+    "(FlagPerf's rule)",
+    "letters": "the highest next-token logit among A/B/C/D (Hendrycks' rule)",
+}
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,20 @@ def subjects(root: Path) -> list[str]:
     return found
 
 
+def select(root: Path, wanted: str, scoring: str) -> list[str]:
+    """The subjects ``wanted`` ("all" or comma-separated names) of ``root``, and ``scoring``
+    checked: InputError naming the hp field before anything is trained."""
+    if scoring not in SCORING:
+        raise InputError(f"hp.mmlu_scoring: expected one of {', '.join(SCORING)} (got {scoring!r})")
+    names = subjects(root)
+    if wanted == "all":
+        return names
+    unknown = sorted(set(wanted.split(",")) - set(names))
+    if unknown:
+        raise InputError(f"{root / 'test'}: no subject {unknown[0]!r} (hp.mmlu_subjects)")
+    return wanted.split(",")
+
+
 def format_example(q: Question, with_answer: bool) -> str:
     text = q.text + "".join(f"\n{x}. {c}" for x, c in zip(LETTERS, q.choices, strict=True))
     return text + (f"\nAnswer: {LETTERS[q.answer]}\n\n" if with_answer else "\nAnswer:")
@@ -77,7 +102,7 @@ def format_example(q: Question, with_answer: bool) -> str:
 def prompt(subject: str, shots: list[Question], q: Question) -> str:
     header = (
         "The following are multiple choice questions (with answers) about "
-        f"{subject.replace('_', ' ')}.\n\n"
+        f"{''.join(' ' + word for word in subject.split('_'))}.\n\n"
     )
     return header + "".join(format_example(s, True) for s in shots) + format_example(q, False)
 
@@ -110,14 +135,22 @@ def build_items(root: Path, names: list[str], tokenizer: Any, k: int, max_len: i
 
 @torch.no_grad()
 def score(
-    logits_of: Callable[[torch.Tensor], torch.Tensor], items: list[Item], letters: list[int]
+    logits_of: Callable[[torch.Tensor], torch.Tensor],
+    items: list[Item],
+    letters: list[int],
+    scoring: str,
 ) -> dict[str, dict[str, float]]:
-    """Per subject {correct, total, acc}; ``logits_of`` maps [1, T] ids to [1, T, V] logits."""
+    """Per subject {correct, total, acc} under ``scoring`` (one of SCORING); ``logits_of``
+    maps [1, T] ids to [1, T, V] logits."""
     per: dict[str, dict[str, float]] = {}
     for item in items:
-        logits = logits_of(torch.tensor([item.input_ids]))[0, -1, letters]
+        logits = logits_of(torch.tensor([item.input_ids]))[0, -1]
+        if scoring == "vocab":
+            picked = int(logits.argmax())
+        else:
+            picked = letters[int(logits[letters].argmax())]
         s = per.setdefault(item.subject, {"correct": 0, "total": 0})
-        s["correct"] += int(int(logits.argmax()) == item.answer)
+        s["correct"] += int(picked == letters[item.answer])
         s["total"] += 1
     for s in per.values():
         s["acc"] = s["correct"] / s["total"]

@@ -10,11 +10,12 @@ The layout (both modes):
     DATA_DIR/samsum/train.json samsum's JSON array of {"id", "dialogue", "summary"}
     DATA_DIR/mmlu/dev/<subject>_dev.csv, mmlu/test/<subject>_test.csv   MMLU's data.tar layout
 
---synthetic writes, offline and seeded, a tiny Llama (tiny_llama.py; save_pretrained) with a
+--synthetic writes, offline and seeded, a tiny Llama (harness.tiny; save_pretrained) with a
 BPE tokenizer trained on the synthetic text, templated dialogues whose summaries follow from
-them, and two MMLU-format subjects of templated questions. --from checks SRC_DIR (same layout:
+them, and two MMLU-format subjects of templated questions: sums, named abstract_algebra (the
+subject the seed's rows are scored on), and opposites. --from checks SRC_DIR (same layout:
 Llama-2-7B from meta-llama/Llama-2-7b-hf, samsum, MMLU's data.tar unpacked as mmlu/) and
-copies it in; the first missing or malformed file is named and the exit code is 2.
+links it in; the first missing or malformed file is named and the exit code is 2.
 """
 
 from __future__ import annotations
@@ -23,14 +24,14 @@ import argparse
 import csv
 import json
 import random
-import shutil
 import sys
 from pathlib import Path
 
+import harness
 import mmlu
 import samsum
-import tiny_llama
 from harness import InputError
+from harness.tiny import LLAMA_SPECIAL, check_llama_config, tiny_llama_config, train_bpe_tokenizer
 
 CHECKPOINT = "llama2_7b_hf"
 TRAIN_JSON = "samsum/train.json"
@@ -127,43 +128,34 @@ def write_csv(path: Path, rows: list[list[str]]) -> None:
         csv.writer(f).writerows(rows)
 
 
-def synthetic(out: Path, seed: int, n_dialogues: int, n_questions: int) -> None:
+def synthetic(out: Path, args: argparse.Namespace) -> None:
     import torch
     import transformers
     from transformers import LlamaForCausalLM
 
     transformers.utils.logging.disable_progress_bar()
-    rng = random.Random(seed)
-    records = [dialogue(rng) for _ in range(n_dialogues)]
+    rng = random.Random(args.seed)
+    records = [dialogue(rng) for _ in range(args.dialogues)]
     (out / "samsum").mkdir(parents=True, exist_ok=True)
     (out / TRAIN_JSON).write_text(json.dumps(records, indent=1), encoding="utf-8")
     texts = []
-    for subject, make in (("arithmetic", arithmetic), ("opposites", opposites)):
-        dev, test = mmlu_rows(rng, make, 5), mmlu_rows(rng, make, n_questions)
+    for subject, make in (("abstract_algebra", arithmetic), ("opposites", opposites)):
+        dev, test = mmlu_rows(rng, make, 5), mmlu_rows(rng, make, args.questions)
         write_csv(out / MMLU_DIR / "dev" / f"{subject}_dev.csv", dev)
         write_csv(out / MMLU_DIR / "test" / f"{subject}_test.csv", test)
         shots = [mmlu.Question(r[0], tuple(r[1:5]), mmlu.LETTERS.index(r[5])) for r in dev]
         texts += [mmlu.prompt(subject, shots, q) for q in shots]
-    eos = tiny_llama.SPECIAL[2]
-    texts += [samsum.PROMPT.format(**r, eos=eos) for r in records]
+    texts += [samsum.PROMPT.format(**r, eos=LLAMA_SPECIAL[2]) for r in records]
     ckpt = out / CHECKPOINT
-    tokenizer = tiny_llama.train_tokenizer(texts, ckpt)
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(tiny_llama.tiny_config(len(tokenizer)))
+    tokenizer = train_bpe_tokenizer(texts, ckpt)
+    torch.manual_seed(args.seed)
+    model = LlamaForCausalLM(tiny_llama_config(len(tokenizer)))
     model.save_pretrained(ckpt, safe_serialization=True)
 
 
 def check_checkpoint(ckpt: Path) -> None:
     """InputError naming the first missing or malformed file of an HF Llama checkpoint."""
-    config = ckpt / "config.json"
-    try:
-        model_type = json.loads(config.read_text(encoding="utf-8")).get("model_type")
-    except FileNotFoundError:
-        raise InputError(f"missing data: {config}") from None
-    except (OSError, ValueError, AttributeError) as e:
-        raise InputError(f"{config}: not a model config: {e}") from None
-    if model_type != "llama":
-        raise InputError(f"{config}: model_type is {model_type!r}, expected 'llama'")
+    check_llama_config(ckpt / "config.json")
     weights = [ckpt / w for w in WEIGHTS if (ckpt / w).is_file()] or sorted(ckpt.glob("*.bin"))
     if not weights:
         raise InputError(f"missing data: {ckpt}/model.safetensors (or an index, or *.bin)")
@@ -181,8 +173,6 @@ def check_checkpoint(ckpt: Path) -> None:
 
 def check(src: Path) -> None:
     """The whole layout of a data directory; InputError names the first bad file."""
-    if not src.is_dir():
-        raise InputError(f"not a directory: {src}")
     check_checkpoint(src / CHECKPOINT)
     samsum.read_records(src / TRAIN_JSON)
     root = src / MMLU_DIR
@@ -192,39 +182,28 @@ def check(src: Path) -> None:
 
 
 def stage(src: Path, out: Path) -> None:
-    """Copy the checked layout of ``src`` into ``out`` (existing files are replaced)."""
+    """Check the whole layout of ``src`` (InputError names the first bad file), then link
+    its files into ``out`` (existing ones are replaced)."""
+    check(src)
     for rel in (CHECKPOINT, "samsum", MMLU_DIR):
-        shutil.copytree(src / rel, out / rel, dirs_exist_ok=True)
+        for f in sorted(p for p in (src / rel).rglob("*") if p.is_file()):
+            harness.link_or_copy(f, out / f.relative_to(src))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True, type=Path, help="the case's data directory")
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--synthetic", action="store_true", help="tiny offline model and data")
-    mode.add_argument("--from", dest="src", type=Path, help="stage a real data directory")
-    parser.add_argument("--seed", type=int, default=1234)
+def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dialogues", type=int, default=1200)
     parser.add_argument("--questions", type=int, default=24, help="MMLU test rows per subject")
-    args = parser.parse_args(argv)
-    try:
-        if args.synthetic:
-            synthetic(args.out, args.seed, args.dialogues, args.questions)
-            print(f"wrote synthetic llama2_7b_finetune-pytorch data to {args.out}")
-            return 0
-        if args.src is None:
-            raise InputError(
-                f"pass --synthetic, or --from DIR holding {CHECKPOINT}/ (Llama-2-7B, HF layout), "
-                f"{TRAIN_JSON} and {MMLU_DIR}/dev, {MMLU_DIR}/test, to stage into {args.out}"
-            )
-        check(args.src)
-        stage(args.src, args.out)
-        print(f"staged {args.src} into {args.out}")
-        return 0
-    except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(
+        harness.prepare_main(
+            __file__,
+            __doc__,
+            synthetic,
+            stage=stage,
+            options=options,
+            real_data=f"{CHECKPOINT}/ (Llama-2-7B, HF layout), {TRAIN_JSON} and "
+            f"{MMLU_DIR}/dev, {MMLU_DIR}/test (MMLU's data.tar)",
+        )
+    )
