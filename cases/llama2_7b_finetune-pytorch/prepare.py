@@ -25,6 +25,7 @@ import csv
 import json
 import random
 import sys
+from functools import partial
 from pathlib import Path
 
 import harness
@@ -38,6 +39,10 @@ TRAIN_JSON = "samsum/train.json"
 MMLU_DIR = "mmlu"
 WEIGHTS = ("model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json")
 TOKENIZERS = ("tokenizer.json", "tokenizer.model")
+REAL_DATA = (
+    f"{CHECKPOINT}/ (Llama-2-7B, HF layout), {TRAIN_JSON} and {MMLU_DIR}/dev, {MMLU_DIR}/test "
+    "(MMLU's data.tar unpacked)"
+)
 
 NAMES = [
     "Anna",
@@ -196,14 +201,5 @@ def options(parser: argparse.ArgumentParser) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(
-        harness.prepare_main(
-            __file__,
-            __doc__,
-            synthetic,
-            stage=stage,
-            options=options,
-            real_data=f"{CHECKPOINT}/ (Llama-2-7B, HF layout), {TRAIN_JSON} and "
-            f"{MMLU_DIR}/dev, {MMLU_DIR}/test (MMLU's data.tar)",
-        )
-    )
+    prepare = partial(harness.prepare_main, stage=stage, options=options, real_data=REAL_DATA)
+    sys.exit(prepare(__file__, __doc__, synthetic))
