@@ -17,14 +17,31 @@ import pytest
 import torch
 from conftest import REPO, Fleetperf
 
-CASE_DIR = REPO / "cases" / "aquila_33b-inference"
+CASES = REPO / "cases"
+CASE_DIR = CASES / "aquila_33b-inference"
 PROBE = REPO / "tests" / "aquila_tp_probe.py"
 sys.path.insert(0, str(CASE_DIR))
 
-from lambada import Example, collate, encode, load_tokenizer, score  # noqa: E402
+from lambada import (  # noqa: E402
+    Example,
+    batches,
+    collate,
+    encode,
+    load_tokenizer,
+    read_lambada,
+    score,
+)
 
-ENV = {"PYTHONPATH": str(REPO / "cases"), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
+ENV = {"PYTHONPATH": str(CASES), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"}
 TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2")
+HP = {
+    "precision": "fp32",
+    "eval_batch_size": 8,
+    "max_seq_length": 256,
+    "infer_passes": 2,
+    "warmup_steps": 1,
+    "max_texts": 32,
+}
 
 
 def _python(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -141,43 +158,61 @@ def test_prepare_from_names_the_first_bad_file(data_dir: Path, tmp_path: Path) -
     assert not out.exists()
 
 
+def _config(run_dir: Path, **fields: object) -> list[str]:
+    """A one-process config.json for run.py (32 texts, fp32) with ``fields`` over it; the
+    arguments that run it."""
+    run_dir.mkdir()
+    config = {"run_id": "t", "case": "aquila_33b-inference", "vendor": "cpu", "chip": "CPU"}
+    config.update(nnodes=1, nproc_per_node=1, precision="fp32", hp=HP, fix_hp={})
+    config.update(fields)
+    (run_dir / "config.json").write_text(json.dumps({k: v for k, v in config.items() if v}))
+    return [str(CASE_DIR / "run.py"), "--config", str(run_dir / "config.json"), "--run-dir"]
+
+
 def test_workload_contract_one_process(data_dir: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    hp = {
-        "precision": "fp32",
-        "eval_batch_size": 8,
-        "max_seq_length": 256,
-        "infer_passes": 2,
-        "warmup_steps": 1,
-        "max_texts": 32,
-    }
-    config = {"run_id": "t", "case": "aquila_33b-inference", "vendor": "cpu", "chip": "CPU"}
-    config.update(nnodes=1, nproc_per_node=1, precision="fp32", hp=hp, fix_hp={})
-    (run_dir / "config.json").write_text(json.dumps(config))
-    proc = _python(
-        str(CASE_DIR / "run.py"),
-        *("--config", str(run_dir / "config.json"), "--data-dir", str(data_dir)),
-        *("--run-dir", str(run_dir)),
-    )
+    proc = _python(*_config(run_dir), str(run_dir), "--data-dir", str(data_dir))
     assert proc.returncode == 0, proc.stderr[-3000:]
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
-    assert [e["kind"] for e in events] == ["start", "eval", "step", "step", "result"]
+    kinds = [e["kind"] for e in events if e["kind"] != "sys"]
+    assert kinds == ["start", "eval", "step", "step", "result"]
     assert [e["samples"] for e in events if e["kind"] == "step"] == [32, 64]
     m = events[-1]["metrics"]
     assert events[-1]["status"] == "passed"
     assert m["p_val_core"] >= m["p_val_whole"] > 0 and m["p_infer_core"] >= m["p_infer_whole"] > 0
     assert 0 <= m["acc"] <= 1 and 0 < m["loss"] < 10
     assert m["acc"] == events[1]["value"]
-    for training_only in ("p_whole", "p_train", "p_core", "tokens_per_s_per_device"):
+    for training_only in ("p_whole", "p_train", "p_core"):
         assert training_only not in m
+    assert m["tokens_per_s_per_device"] == m["p_infer_whole"]  # one device
     assert m["mfu"] is None and m["mfu_measured"] > 0
+
+
+def test_precision_is_config_json_s_without_fallback(data_dir: Path, tmp_path: Path) -> None:
+    """issue 20: the old run.py fell back to hp's precision, then to fp32, where config.json
+    had none (case.yaml's default is bf16); now config.json's precision is the one used."""
+    run_dir = tmp_path / "none"
+    proc = _python(*_config(run_dir, precision=None), str(run_dir), "--data-dir", str(data_dir))
+    assert proc.returncode == 2
+    assert f"{run_dir / 'config.json'}: no 'precision'" in proc.stderr
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["kind"] for e in events] == ["error"]
+
+    run_dir = tmp_path / "bf16"  # config.json's bf16 over hp's fp32
+    args = _config(run_dir, precision="bf16", hp=HP | {"max_texts": 8, "infer_passes": 1})
+    proc = _python(*args, str(run_dir), "--data-dir", str(data_dir))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    start = json.loads((run_dir / "events.jsonl").read_text().splitlines()[0])
+    assert start["precision"] == "bf16"
 
 
 @pytest.mark.slow
 def test_tensor_parallel_through_fleetperf_batch(tmp_path: Path) -> None:
-    """The CPU config end to end: prepare, two processes over gloo, record and table."""
-    fp = Fleetperf(cases_dir=REPO / "cases", data_root=tmp_path / "data", results=tmp_path / "res")
+    """The CPU config end to end: prepare, two processes over gloo, record and table. The
+    tensor-parallel group counts each batch once (issue 19): the per-device rates are the
+    group's / 2, so MFU x peak x devices = FLOPs per token x the group's tokens/s (the old
+    run.py summed both ranks' copies of every batch: 2x)."""
+    fp = Fleetperf(cases_dir=CASES, data_root=tmp_path / "data", results=tmp_path / "res")
     out = fp.run("prepare", "aquila_33b-inference", "--synthetic")
     assert out.returncode == 0, out.stderr
     out = fp.batch("aquila_33b-inference", "cpu/CPUx1x2", timeout=900)
@@ -189,3 +224,23 @@ def test_tensor_parallel_through_fleetperf_batch(tmp_path: Path) -> None:
     for key in ("p_val_whole", "p_val_core", "p_infer_whole", "p_infer_core", "loss", "acc"):
         assert isinstance(m[key], float), key
     assert "| CPU单机2卡（1x2） | fp32 |" in out.stdout
+
+    # the group's padded tokens per real token over the counted inference forwards
+    data, hp = tmp_path / "data" / "aquila_33b-inference", rec["hp"]
+    texts = read_lambada(data / "data" / "lambada_test_bak.jsonl")[: hp["max_texts"] or None]
+    examples = encode(load_tokenizer(data / "tokenizer"), texts, hp["max_seq_length"])
+    groups = batches(examples, hp["eval_batch_size"])
+    counted = (groups * hp["infer_passes"])[hp["warmup_steps"] :]
+    padded = sum(len(g) * max(len(e.ids) for e in g) for g in counted)
+    real = sum(len(e.ids) for g in counted for e in g)
+    (note,) = [n for n in rec["notes"] if n.startswith("mfu: model FLOPs (")]
+    per_token = float(note.split("(")[1].split(" ")[0])  # printed to 4 digits
+    events = tmp_path / "res" / "runs" / rec["run_id"] / "hosts" / "localhost" / "events.jsonl"
+    peak = json.loads(events.read_text().splitlines()[-1])["peak"]
+
+    group_padded_per_s = m["p_infer_whole"] * padded / real
+    # within the note's rounding and the one collective between the case's and finish's clocks
+    assert m["mfu_measured"] * peak["measured_flops"] * 2 == pytest.approx(
+        per_token * group_padded_per_s, rel=1e-2
+    )
+    assert m["tokens_per_s_per_device"] == pytest.approx(m["p_infer_whole"] / 2, rel=1e-9)
