@@ -136,6 +136,8 @@ class RunRecord(BaseModel):
     # What the controller knows: how and where the workload ran.
     executor: str | None = None
     image: str | None = None
+    # Executor slurm: the job as Slurm ran it (job_id, partition, nodes, state).
+    slurm: dict[str, Any] | None = None
     # The hosts' 1-minute load average per CPU in their preflight, just before the launch
     # (the highest of them); tables flag a loaded host.
     load_per_cpu: float | None = None

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, Self
 
 from tui.record import RunRecord
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_S = 60.0  # how long one controller waits for another's write
 
 _RUNS = """CREATE TABLE runs (
@@ -45,6 +45,7 @@ _RUNS = """CREATE TABLE runs (
     environment    TEXT NOT NULL,  -- JSON object
     executor       TEXT,
     image          TEXT,
+    slurm          TEXT NOT NULL DEFAULT 'null',  -- JSON object or null (executor slurm)
     load_per_cpu   REAL,
     synthetic_data INTEGER,  -- 1, 0, or NULL: not known
     case_metrics   TEXT NOT NULL,  -- JSON list of metric definitions
@@ -86,6 +87,7 @@ _JSON_FIELDS = (
     "case_metrics",
     "columns",
     "short_names",
+    "slurm",
 )
 _COLUMNS = tuple(_COLUMN.get(f, f) for f in _RUN_FIELDS)
 _UPSERT_RUN = (
@@ -199,6 +201,9 @@ class ResultStore:
                     conn.execute("UPDATE runs SET load_per_cpu = NULL")
                 if version <= 3:  # whether the data was synthetic
                     conn.execute("ALTER TABLE runs ADD COLUMN synthetic_data INTEGER")
+                columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+                if version <= 4 and "slurm" not in columns:  # the Slurm job (executor slurm)
+                    conn.execute("ALTER TABLE runs ADD COLUMN slurm TEXT NOT NULL DEFAULT 'null'")
             for statement in _INDEXES:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
