@@ -100,6 +100,8 @@ class ProgressPrinter:
             return f"{ev.host:<12} eval {ev.name}={ev.value:.4f} after {ev.samples} samples"
         if isinstance(ev, HostState) and ev.phase in ("failed", "unreachable"):
             return f"{ev.host:<12} {ev.phase.upper()}: {ev.message}"
+        if isinstance(ev, HostState) and ev.phase in ("queued", "running") and ev.message:
+            return f"{ev.host:<12} {ev.phase}: {ev.message}"  # a Slurm job's life
         if isinstance(ev, HostState) and ev.phase == "stopped":
             return f"{ev.host:<12} stopped: the workload no longer runs there"
         if isinstance(ev, WorkloadError):

@@ -17,7 +17,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-HostPhase = Literal["preflight", "running", "finished", "failed", "unreachable", "stopped"]
+HostPhase = Literal[
+    "preflight", "queued", "running", "finished", "failed", "unreachable", "stopped"
+]
 
 # The modules of playbooks/library that the stream is keyed on (never task or play names).
 TAIL_ACTION = "fleetperf_tail"

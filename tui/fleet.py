@@ -43,6 +43,13 @@ from tui.events import (
 )
 from tui.stream import SSH_SAFETY, Follower, Reach
 
+# The Slurm executor's modules (playbooks/slurm.yml) whose results the tracker reads.
+SLURM_CHECK, SLURM_SUBMIT, SLURM_POLL = (
+    "fleetperf_slurm_check",
+    "fleetperf_slurm_submit",
+    "fleetperf_slurm_poll",
+)
+
 PLAYBOOKS = REPO_ROOT / "playbooks"
 POLL_S = 30.0  # longest hold of one poll while nothing happens (it returns on new lines)
 DRAIN_S = 5.0  # longest wait at a host's end for its follower to hand on the last lines
@@ -193,11 +200,24 @@ def load_inventory(path: Path) -> Inventory:
     return Inventory(path=path, groups=data, hostvars=hostvars)
 
 
+def executor(inv: Inventory, host: str) -> str:
+    return str(inv.var(host, "fleetperf_executor") or "process")
+
+
 def select_hosts(inv: Inventory, spec: RunSpec, used: dict[str, int] | None = None) -> list[str]:
     """``nnodes`` hosts that fit the config, the least used so far first, kept in
-    inventory order (the first is the master)."""
+    inventory order (the first is the master). A group of Slurm login hosts gives one
+    of them: Slurm chooses the nodes (checked before the job is submitted)."""
     cfg = spec.config
     group = inv.group_hosts(cfg.vendor)
+    logins = [h for h in group if executor(inv, h) == "slurm"]
+    if logins and len(logins) != len(group):
+        raise CatalogError(
+            f"inventory {inv.path}: group {cfg.vendor!r} mixes Slurm login hosts"
+            f" ({', '.join(logins)}) with other hosts: give Slurm a group of its own"
+        )
+    if logins:
+        return [min(logins, key=lambda h: (used or {}).get(h, 0))]
     fits = inv.candidates(cfg.vendor, cfg.chip, cfg.nproc_per_node)
     if len(fits) < cfg.nnodes:
         which = "" if len(fits) == len(group) else f" with chip {cfg.chip}"
@@ -248,6 +268,7 @@ class Launch:
     results_dir: Path
     data_root: Path
     lease_wait_s: float = 0.0  # how long preflight waits for a host another run holds
+    executor: str = "process"  # the hosts' fleetperf_executor; slurm: playbooks/slurm.yml
     # Hosts whose events file the controller follows itself (tui/stream.py), and how.
     follow: dict[str, Reach] = field(default_factory=dict)
 
@@ -309,6 +330,7 @@ class Outcome:
     # data was synthetic (True if on any host; None where no host's data says).
     load_per_cpu: float | None = None
     synthetic_data: bool | None = None
+    slurm: dict[str, Any] | None = None  # job_id, partition, nodes, state (executor slurm)
 
 
 def _now() -> str:
@@ -332,14 +354,23 @@ class _Tracker:
         self.followers: dict[str, Follower] = {}
         self.host_dirs: dict[str, Path] = {}  # run dirs of hosts that share our files
         self.hosts_seen: dict[str, dict[str, Any]] = {}  # what each host's preflight saw
+        self.slurm: dict[str, Any] | None = None  # the Slurm job, as its polls saw it
         self._lock = threading.Lock()
 
     def __call__(self, raw: dict[str, Any]) -> bool:
         received = time.time()
         data = raw.get("event_data") or {}
         host, res = data.get("host", ""), data.get("res") or {}
-        if raw.get("event") == "runner_on_ok" and task_action(data) == PREFLIGHT_ACTION:
+        if raw.get("event") == "runner_on_ok" and task_action(data) in (
+            PREFLIGHT_ACTION,
+            SLURM_CHECK,
+        ):
             self.hosts_seen[host] = {k: res.get(k) for k in ("load_per_cpu", "synthetic_data")}
+        if task_action(data) in (SLURM_SUBMIT, SLURM_POLL) and raw.get("event") in (
+            "runner_on_ok",
+            "runner_retry",
+        ):
+            self._slurm(host, task_action(data), res)
         if raw.get("event") == "runner_on_ok" and host in self.follow:
             # Followed from the preflight on, so the workload's first line is not waited for.
             if task_action(data) == PREFLIGHT_ACTION and res.get("events"):
@@ -354,17 +385,58 @@ class _Tracker:
             self.emit(ev)
         return False  # ansible-runner keeps no job_events: they would hold module arguments
 
-    def _start_follower(self, host: str, events: str) -> None:
+    def _start_follower(self, host: str, events: str, how: Reach | None = None) -> None:
+        """Follow ``events`` (on ``host``, or through ``how``: a Slurm node's file seen
+        from its login host); its lines are ``host``'s."""
+        how = how or self.follow[host]
         if host in self.followers:
             return
-        if self.follow[host].ssh is None:
+        if how.ssh is None:
             self.host_dirs[host] = Path(events).parent
 
         def on_line(line: str) -> None:
             if ev := parse_line(self.run_id, host, line):
                 self.emit(ev)
 
-        self.followers[host] = Follower(self.follow[host].argv(events), on_line)
+        self.followers[host] = Follower(how.argv(events), on_line)
+
+    def _slurm(self, login: str, action: str, res: dict[str, Any]) -> None:
+        """A Slurm job's life as the login host's phases: queued (with Slurm's pending
+        reason), running (on the nodes named), finished; each node's events file followed
+        from the login host once the job runs there."""
+        job = str(res.get("job_id") or "")
+        if action == SLURM_SUBMIT:
+            self.slurm = {"job_id": job, "partition": res.get("partition") or None, "nodes": []}
+            self.emit(HostState(self.run_id, login, "queued", f"slurm job {job} submitted"))
+            return
+        state, reason, nodes = res.get("state"), res.get("reason") or "", res.get("nodes") or []
+        last = dict(self.slurm or {})
+        self.slurm = {
+            **last,
+            "job_id": job,
+            "partition": res.get("partition") or last.get("partition"),
+            "nodes": nodes or last.get("nodes", []),
+            "state": state,
+        }
+        if (state, reason, nodes) == last.get("_seen"):
+            return
+        self.slurm["_seen"] = (state, reason, nodes)
+        if state == "PENDING":
+            why = f" ({reason})" if reason else ""
+            self.emit(HostState(self.run_id, login, "queued", f"slurm job {job} pending{why}"))
+        elif state == "RUNNING" and nodes:
+            msg = f"slurm job {job} running on {', '.join(nodes)}"
+            self.emit(HostState(self.run_id, login, "running", msg))
+        run_dir = Path(str(res.get("run_dir") or ""))
+        if login in self.follow and res.get("run_dir"):
+            for node in nodes:
+                events = run_dir / "nodes" / node / "events.jsonl"
+                self._start_follower(node, str(events), self.follow[login])
+        if res.get("finished"):
+            for node, size in (res.get("events_bytes") or {}).items():
+                self._drain(node, int(size or 0))
+            if res.get("exit_code") == 0:
+                self.emit(HostState(self.run_id, login, "finished"))
 
     def _drain(self, host: str, size: int) -> None:
         if follower := self.followers.get(host):
@@ -402,9 +474,10 @@ class _Tracker:
             self.on_event(ev)
 
     def _fold_host(self, ev: HostState) -> HostState:
-        if ev.message and not ev.message.startswith(f"host {ev.host}"):
+        failed = ev.phase in ("failed", "unreachable")  # a Slurm job's phases say their own
+        if failed and ev.message and not ev.message.startswith(f"host {ev.host}"):
             ev = replace(ev, message=f"host {ev.host}: {ev.phase}: {ev.message}")
-        if ev.phase == "running":
+        if ev.phase in ("running", "queued"):  # queued: a Slurm job was submitted
             self.launched = True
         elif ev.phase in ("failed", "unreachable"):
             # Before any workload started, a failure is the input's or the host's: refused.
@@ -462,8 +535,9 @@ def run_case(
     try:
         for host in launch.hosts:
             tracker.emit(HostState(launch.run_id, host, "preflight"))
+        playbook = "slurm.yml" if launch.executor == "slurm" else "run.yml"
         runner = _run_playbook(
-            launch, "run.yml", event_handler=tracker, cancel_callback=cancel.is_set
+            launch, playbook, event_handler=tracker, cancel_callback=cancel.is_set
         )
         if cancel.is_set():  # Ctrl-C may also have stopped ansible-playbook before its cleanup
             stop(launch)
@@ -493,6 +567,7 @@ def run_case(
         finished=_now(),
         load_per_cpu=max(loads, default=None),
         synthetic_data=_synthetic([v["synthetic_data"] for v in seen]),
+        slurm={k: v for k, v in tracker.slurm.items() if k != "_seen"} if tracker.slurm else None,
     )
 
 

@@ -273,6 +273,9 @@ class Session:
             data_root=self.data_root,
             lease_wait_s=self.lease_wait_s,
             follow=follow,
+            executor=fleet.executor(self._inventory, plan.hosts[0])
+            if self._inventory
+            else "process",
         )
 
     def _execute(self, run: RunHandle, batch_id: str) -> None:
@@ -315,7 +318,7 @@ class Session:
         """The 'running' record of a run about to start: what the controller knows."""
         spec, inv = launch.spec, self._inventory
         first = launch.hosts[0]
-        executor = (inv.var(first, "fleetperf_executor") if inv else None) or "process"
+        executor = fleet.executor(inv, first) if inv else "process"
         # The tag the docker hosts' preflight insisted on: a hash of what builds the image.
         image = images.expected_image(spec.config.vendor) if executor == "docker" else None
         return RunRecord(
@@ -370,5 +373,6 @@ class Session:
                 "environment": result.environment if result else {},
                 "load_per_cpu": outcome.load_per_cpu,
                 "synthetic_data": outcome.synthetic_data,
+                "slurm": outcome.slurm,
             }
         )
