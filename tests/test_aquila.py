@@ -17,6 +17,8 @@ import pytest
 import torch
 from conftest import REPO, Fleetperf
 
+from tui import catalog
+
 CASES = REPO / "cases"
 CASE_DIR = CASES / "aquila_33b-inference"
 PROBE = REPO / "tests" / "aquila_tp_probe.py"
@@ -131,6 +133,15 @@ def test_tensor_parallel_2_matches_one_process(data_dir: Path, tmp_path: Path) -
     assert torch.allclose(a["logits"], b["logits"], rtol=0, atol=1e-5)
     assert b["loss"] == pytest.approx(a["loss"], rel=1e-6) and a["right"] == b["right"]
     assert 0 < a["loss"] < 10
+
+
+def test_seed_row_config_runs_as_flagscale_did() -> None:
+    """Seed 002's A100 row: tensor parallel 8 on one node, sequences up to 4096, and bf16:
+    the page labels it fp16, but FlagPerf's main.sh for the case runs FlagScale with --bf16."""
+    case = catalog.load_case("aquila_33b-inference", CASES)
+    spec = catalog.resolve(case, catalog.load_config(case, "nvidia/A100x1x8"))
+    assert (spec.config.nnodes, spec.config.nproc_per_node) == (1, 8)
+    assert spec.precision == "bf16" and spec.hp["max_seq_length"] == 4096
 
 
 def test_prepare_from_names_the_first_bad_file(data_dir: Path, tmp_path: Path) -> None:
