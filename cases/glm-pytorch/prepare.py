@@ -31,11 +31,11 @@ import random
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from harness.staging import link_or_copy  # noqa: E402 - after the case's own directory
+import harness
+from harness.tiny import wordpiece_vocabulary
 
 CHECKPOINT = "mp_rank_00_model_states.pt"
+REAL_DATA = f"GLM-Large's {CHECKPOINT}, vocab.txt, ReCoRD/train.jsonl, ReCoRD/val.jsonl"
 # verb in the passage -> role word in the query (a role word appears in queries only)
 ROLES = {
     "painted": "painter",
@@ -52,11 +52,6 @@ NAMES_PER_VERB = 6
 SYLLABLES = ("ka", "lo", "mi", "ra", "ne", "tu", "so", "vi", "de", "po", "zu", "fe")
 OBJECTS = ("bridge", "house", "prize", "boat", "song", "garden", "tower", "map", "car", "lamp")
 FILLER = ("the", "a", "on", "in", "monday", "city", "old", "new", "after", "it", "was", "and")
-SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-
-
-class StageError(Exception):
-    """A missing or malformed input file: one line naming it."""
 
 
 # ----------------------------------------------------------------------------- synthetic
@@ -99,24 +94,18 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 def vocabulary(groups: dict[str, list[str]]) -> list[str]:
     words = {w for g in groups.values() for w in g} | set(VERBS + OBJECTS + FILLER)
     words |= set(ROLES.values()) | {"-", ".", "@", "highlight", "placeholder", "of"}
-    chars = sorted({c for w in words for c in w})
-    return (
-        list(SPECIAL)
-        + sorted(words)
-        + [c for c in chars if c not in words]
-        + ["##" + c for c in chars]
-    )
+    return wordpiece_vocabulary(words)
 
 
-def synthetic(out: Path, seed: int, n_train: int, n_dev: int) -> None:
+def synthetic(out: Path, args: argparse.Namespace) -> None:
     import torch
     from glm_model import GLMConfig, GLMModel
 
-    rng, groups = random.Random(seed), names()
-    write_jsonl(
-        out / "ReCoRD" / "train.jsonl", [passage_row(rng, i, groups) for i in range(n_train)]
-    )
-    write_jsonl(out / "ReCoRD" / "val.jsonl", [passage_row(rng, i, groups) for i in range(n_dev)])
+    seed, rng, groups = args.seed, random.Random(args.seed), names()
+    train = [passage_row(rng, i, groups) for i in range(args.train_passages)]
+    write_jsonl(out / "ReCoRD" / "train.jsonl", train)
+    dev = [passage_row(rng, i, groups) for i in range(args.dev_passages)]
+    write_jsonl(out / "ReCoRD" / "val.jsonl", dev)
     vocab = vocabulary(groups)
     ckpt = out / "checkpoint"
     ckpt.mkdir(parents=True, exist_ok=True)
@@ -132,7 +121,7 @@ def find_checkpoint(src: Path) -> Path:
         found = sorted(src.glob(pattern))
         if found:
             return found[0]
-    raise StageError(f"{src}: no {CHECKPOINT} in it or up to two folders below")
+    raise harness.InputError(f"{src}: no {CHECKPOINT} in it or up to two folders below")
 
 
 def check_checkpoint(path: Path) -> None:
@@ -143,16 +132,16 @@ def check_checkpoint(path: Path) -> None:
         sd = load_state_dict_file(path)
         cfg = GLMConfig.from_state_dict(sd, num_heads=1)
     except (ValueError, KeyError) as e:
-        raise StageError(
+        raise harness.InputError(
             str(e) if isinstance(e, ValueError) else f"{path}: missing key {e}"
         ) from None
     with torch.device("meta"):
         expected = GLMModel(cfg).state_dict()
     for key, value in expected.items():
         if key not in sd:
-            raise StageError(f"{path}: missing key {key}")
+            raise harness.InputError(f"{path}: missing key {key}")
         if tuple(sd[key].shape) != tuple(value.shape):
-            raise StageError(
+            raise harness.InputError(
                 f"{path}: {key} has shape {tuple(sd[key].shape)}, expected {tuple(value.shape)}"
             )
 
@@ -160,58 +149,35 @@ def check_checkpoint(path: Path) -> None:
 def stage(src: Path, out: Path) -> None:
     from record import DataError, WordPiece, read_record
 
-    if not src.is_dir():
-        raise StageError(f"{src}: not a directory")
     ckpt = find_checkpoint(src)
     vocab = next((p for p in (src / "vocab.txt", ckpt.parent / "vocab.txt") if p.is_file()), None)
     if vocab is None:
-        raise StageError(f"{src / 'vocab.txt'}: missing (bert-large-uncased vocab.txt)")
+        raise harness.InputError(f"{src / 'vocab.txt'}: missing (bert-large-uncased vocab.txt)")
     splits = [src / "ReCoRD" / name for name in ("train.jsonl", "val.jsonl")]
     for path in splits:
         if not path.is_file():
-            raise StageError(f"{path}: missing (SuperGLUE ReCoRD.zip unpacked in {src})")
+            raise harness.InputError(f"{path}: missing (SuperGLUE ReCoRD.zip unpacked in {src})")
     check_checkpoint(ckpt)
     try:
         WordPiece(vocab)
         for path in splits:
             read_record(path)
     except DataError as e:
-        raise StageError(str(e)) from None
-    link_or_copy(ckpt, out / "checkpoint" / CHECKPOINT)
-    link_or_copy(vocab, out / "checkpoint" / "vocab.txt")
+        raise harness.InputError(str(e)) from None
+    harness.link_or_copy(ckpt, out / "checkpoint" / CHECKPOINT)
+    harness.link_or_copy(vocab, out / "checkpoint" / "vocab.txt")
     for path in splits:
-        link_or_copy(path, out / "ReCoRD" / path.name)
+        harness.link_or_copy(path, out / "ReCoRD" / path.name)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", required=True, type=Path, help="the case's data directory")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--synthetic", action="store_true", help="tiny offline model and data")
-    source.add_argument("--from", dest="src", type=Path, help="a directory of the real files")
-    parser.add_argument("--seed", type=int, default=1234)
+def options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-passages", type=int, default=1500)
     parser.add_argument("--dev-passages", type=int, default=150)
-    args = parser.parse_args(argv)
-    if args.synthetic:
-        synthetic(args.out, args.seed, args.train_passages, args.dev_passages)
-        print(f"wrote synthetic glm-pytorch data to {args.out}")
-        return 0
-    if args.src is None:
-        print(
-            "give --from DIR (GLM-Large's mp_rank_00_model_states.pt, vocab.txt, "
-            f"ReCoRD/train.jsonl, ReCoRD/val.jsonl) or --synthetic; nothing staged in {args.out}",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        stage(args.src, args.out)
-    except StageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    print(f"staged {args.src} into {args.out}")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(
+        harness.prepare_main(
+            __file__, __doc__, synthetic, stage=stage, options=options, real_data=REAL_DATA
+        )
+    )

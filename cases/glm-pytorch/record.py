@@ -31,9 +31,9 @@ from typing import Any
 
 import torch
 from glm_model import blank_infilling
+from harness.tiny import WORDPIECE_SPECIAL
 
 PLACEHOLDER = "@placeholder"
-SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
 class DataError(ValueError):
@@ -113,7 +113,7 @@ class WordPiece:
         from tokenizers import BertWordPieceTokenizer
 
         words = vocab_file.read_text(encoding="utf-8").splitlines()
-        missing = [t for t in SPECIAL if t not in words]
+        missing = [t for t in WORDPIECE_SPECIAL if t not in words]
         if missing:
             raise DataError(f"{vocab_file}: not a BERT vocabulary (no {missing[0]} line)")
         self.tokenizer = BertWordPieceTokenizer(str(vocab_file), lowercase=True)
