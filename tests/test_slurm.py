@@ -136,6 +136,23 @@ def test_a_two_node_job_passes(cluster: Cluster, emitter: Fleetperf) -> None:
     assert cluster.settled() == ([], [])
 
 
+@pytest.mark.slow  # real training on two nodes over gloo: minutes on 2 cores
+def test_distilbert_on_two_nodes_passes(cluster: Cluster, tmp_path: Path) -> None:
+    fp = Fleetperf(REPO / "cases", tmp_path / "data", tmp_path / "results")
+    out = fp.run("prepare", "distilbert-pytorch", "--synthetic")
+    assert out.returncode == 0, out.stderr
+    out = fp.batch(
+        "distilbert-pytorch", "cpu/CPUx2x1", args=("-i", str(cluster.inventory)), timeout=900
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "node1        started: world size 2" in out.stdout
+    assert "node2        started: world size 2" in out.stdout
+    (rec,) = fp.records()
+    assert rec["status"] == "passed" and rec["config"] == "CPUx2x1"
+    assert rec["slurm"]["nodes"] == ["node1", "node2"] and rec["metrics"]["acc"] >= 0.9
+    assert cluster.settled() == ([], [])
+
+
 @pytest.mark.parametrize(
     ("login_vars", "config", "message"),
     [

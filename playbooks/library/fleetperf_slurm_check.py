@@ -107,7 +107,7 @@ def main() -> None:
     if part:
         done = slurm.run(["scontrol", "show", "partition", "-o", part])
         if done.returncode != 0 or not done.stdout.strip():
-            why = slurm.one_line(done.stderr) or "not found"
+            why = slurm.one_line(done.stderr + done.stdout) or "not found"
             module.fail_json(msg=f"{where}: partition {part!r}: {why} (fleetperf_slurm_partition)")
     elif slurm.run(["sinfo", "--version"]).returncode != 0:
         module.fail_json(msg=f"{where}: sinfo does not run here (is this a Slurm login host?)")
