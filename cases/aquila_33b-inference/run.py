@@ -23,7 +23,7 @@ forwards / their wall time / devices / the chip's peak.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import Any
@@ -38,7 +38,7 @@ Timer = Callable[[int, int, int], AbstractContextManager[Any]]
 
 
 @contextmanager
-def timed(tracker: harness.PerfTracker, samples: int, tokens: int, padded: int) -> Any:
+def timed(tracker: harness.PerfTracker, samples: int, tokens: int, padded: int) -> Iterator[None]:
     """A forward as one step of ``tracker`` (the validation pass's own timers)."""
     tracker.step_begin()
     yield
