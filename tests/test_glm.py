@@ -26,7 +26,11 @@ from glm_model import (  # noqa: E402
     blank_infilling_mask,
     load_state_dict_file,
 )
+from glm_optim import annealing_lr, param_groups  # noqa: E402
+from harness.case import Hyper  # noqa: E402
 from record import DataError, WordPiece, collate, encode_question, read_record  # noqa: E402
+
+from tui import catalog  # noqa: E402
 
 MASK, SOP, EOP = 4, 2, 3
 X = [11, 12, 13, 14, 15, 16]  # x1 .. x6
@@ -173,6 +177,72 @@ def test_cloze_scores_are_candidate_log_likelihoods() -> None:
     assert torch.allclose(scores[0], torch.stack(expected), atol=1e-5)
 
 
+# -------------------------------------------------------------- seed 000: budget, schedule
+# FlagPerf's training/<vendor>/glm-pytorch/config/config_<row>.py over its glm _base.py:
+# (max_samples_termination, lr_decay_iters, eval_batch_size); 2x8 sets no budget (_base's).
+FLAGPERF_ROWS = {
+    "iluvatar/BI-V100x1x1": (24135, 4338, 8),
+    "iluvatar/BI-V100x1x8": (5553080, 4338, 4),
+    "iluvatar/BI-V100x2x8": (5553080, 2169, 4),
+    "nvidia/A100x1x8": (5553080, 4338, 8),
+}
+
+
+def test_each_config_has_flagperfs_budget_and_schedule() -> None:
+    case = catalog.load_case("glm-pytorch", REPO / "cases")
+    assert set(FLAGPERF_ROWS) | {"cpu/CPUx1x1"} == set(catalog.config_refs(case))
+    for ref, (budget, decay_iters, eval_bs) in FLAGPERF_ROWS.items():
+        hp = catalog.resolve(case, catalog.load_config(case, ref)).hp
+        got = (hp["max_samples"], hp["lr_decay_iters"], hp["eval_batch_size"])
+        assert got == (budget, decay_iters, eval_bs), ref
+        assert (hp["lr_warmup"], hp["lr_decay_ratio"], hp["learning_rate"]) == (0.1, 0.1, 1e-5)
+        assert (hp["train_batch_size"], hp["weight_decay"], hp["clip_grad"]) == (8, 0.1, 1.0)
+
+
+def _lr_after(hp: dict, steps: int) -> float:
+    """The learning rate the next optimizer step runs at, after ``steps`` of them."""
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=hp["learning_rate"])
+    scheduler = annealing_lr(optimizer, Hyper(hp))
+    for _ in range(steps):
+        optimizer.step()
+        scheduler.step()
+    return optimizer.param_groups[0]["lr"]
+
+
+@pytest.mark.parametrize(
+    ("ref", "steps", "factor"),
+    [
+        # 1x1/1x8: warm-up 433.8 steps (0.1 x 4338), then linear over 3904.2 steps to 0.1
+        ("iluvatar/BI-V100x1x1", 0, 0.0),  # FlagPerf's first step runs at 0
+        ("iluvatar/BI-V100x1x1", 217, 217 / 433.8),
+        ("iluvatar/BI-V100x1x1", 433, 433 / 433.8),
+        ("iluvatar/BI-V100x1x1", 434, 1 - 0.9 * 0.2 / 3904.2),
+        ("iluvatar/BI-V100x1x8", 2169, 0.6),  # 4/9 of the decay: 1 - 0.9 x 4/9
+        ("iluvatar/BI-V100x1x8", 4338, 0.1),
+        ("iluvatar/BI-V100x1x8", 5000, 0.1),  # held after lr_decay_iters
+        # 2x8: half the steps (216.9 warm-up, 1952.1 decay)
+        ("iluvatar/BI-V100x2x8", 100, 100 / 216.9),
+        ("iluvatar/BI-V100x2x8", 2169, 0.1),
+    ],
+)
+def test_schedule_is_flagperfs_warmup_and_linear_decay(ref: str, steps: int, factor: float) -> None:
+    case = catalog.load_case("glm-pytorch", REPO / "cases")
+    hp = catalog.resolve(case, catalog.load_config(case, ref)).hp
+    assert _lr_after(hp, steps) == pytest.approx(1e-5 * factor, rel=1e-9, abs=1e-15)
+
+
+def test_no_weight_decay_on_biases_and_layer_norms() -> None:
+    model = _model()
+    decay, no_decay = param_groups(model, 0.1)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert decay["weight_decay"] == 0.1 and no_decay["weight_decay"] == 0.0
+    assert {names[id(p)] for p in no_decay["params"]} == {
+        n for n in names.values() if n.endswith(".bias") or "layernorm" in n
+    }
+    assert "word_embeddings.weight" in {names[id(p)] for p in decay["params"]}
+    assert len(decay["params"]) + len(no_decay["params"]) == len(names)
+
+
 # ------------------------------------------------------------------------ data and prepare
 def _prepare(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -312,6 +382,8 @@ def test_workload_contract_on_a_short_run(data_dir: Path, tmp_path: Path) -> Non
     assert kinds[0] == "start" and kinds[-1] == "result" and "eval" in kinds
     steps = [e for e in events if e["kind"] == "step"]
     assert [s["samples"] for s in steps] == [40, 80]  # 8 questions a step, logged every 5
+    # FlagPerf's warm-up: 10 % of the CPU config's 500 steps, from 0 to its rate of 0.01
+    assert [s["lr"] for s in steps] == pytest.approx([0.01 * 5 / 50, 0.01 * 10 / 50])
     assert all(s["tokens"] > 0 for s in steps)
     result = events[-1]
     assert result["status"] == "failed" and "not reached in 80 samples" in result["message"]

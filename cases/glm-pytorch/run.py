@@ -8,7 +8,8 @@
 THUDM/GLM key names) and its WordPiece vocabulary, trains on ReCoRD/train.jsonl with data
 parallelism, and every eval_every_samples training questions (over all ranks) scores
 ReCoRD/val.jsonl: acc is exact match (see record.py). Stops when acc reaches target_acc or
-after max_samples questions.
+after max_samples questions (FlagPerf's budget per config). AdamW (no weight decay on biases
+and LayerNorm) under FlagPerf's warm-up and linear decay (glm_optim.py).
 
 A sample is one question: its candidates are one padded sequence each (max_seq_length), the
 loss is the cross-entropy over the candidates' log-likelihoods. Throughputs count questions;
@@ -26,6 +27,7 @@ from typing import Any
 import harness
 import torch
 from glm_model import GLMConfig, GLMModel, MultiTokenCloze, load_state_dict_file
+from glm_optim import annealing_lr, param_groups
 from record import DataError, WordPiece, collate, encode_question, exact_match, read_record
 
 CHECKPOINT, VOCAB = "checkpoint/mp_rank_00_model_states.pt", "checkpoint/vocab.txt"
@@ -117,9 +119,8 @@ def main(run: harness.Run) -> None:
         train, hp.train_batch_size, coll, source=f"{run.data / TRAIN} (answerable questions)"
     )
     dev_loader = run.eval_loader(dev, hp.eval_batch_size, coll)
-    optimizer = torch.optim.AdamW(
-        ddp.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay
-    )
+    optimizer = torch.optim.AdamW(param_groups(model, hp.weight_decay), lr=hp.learning_rate)
+    scheduler = annealing_lr(optimizer, hp)  # FlagPerf's warm-up and linear decay
     cfg = glm.config
     run.say(
         f"model: GLM {cfg.num_layers} layers, hidden {cfg.hidden_size}, {cfg.num_heads} heads; "
@@ -136,6 +137,7 @@ def main(run: harness.Run) -> None:
             with device.autocast():
                 step.loss = torch.nn.functional.cross_entropy(ddp(**inputs), labels)
             run.optimize(step.loss, optimizer, clip_grad=hp.clip_grad)
+            scheduler.step()
     run.finish(flops, notes=["a sample is one ReCoRD question with all its candidates"])
 
 
