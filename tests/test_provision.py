@@ -33,7 +33,7 @@ import testhosts
 import yaml
 from dockerd import Dockerd, missing
 
-from tui import images
+from tui import images, localfleet
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # ansible-playbook of this environment
@@ -396,15 +396,11 @@ def accelerator_hosts(net: testhosts.TestNetwork) -> tuple[dict, dict]:
     return groups, host_vars
 
 
-@pytest.fixture(scope="module")
-def check_run(net, tmp_path_factory):
-    """One ``provision.yml --check --diff`` over all accelerator hosts, through ansible-runner;
-    returns {host: {task name: result}} with result = status, msg, diff."""
+def check_mode(inventory: Path, work: Path) -> dict:
+    """``provision.yml --check --diff`` through ansible-runner; returns the results
+    {host: {task name: status, msg, diff}}, the output, rc and how long it took."""
     import ansible_runner
 
-    work = tmp_path_factory.mktemp("check-mode")
-    groups, host_vars = accelerator_hosts(net)
-    inventory = write_inventory(work / "hosts.yml", net.inventory(groups, host_vars))
     (work / "runner").mkdir()
     started = time.monotonic()
     runner = ansible_runner.run(
@@ -435,7 +431,8 @@ def check_run(net, tmp_path_factory):
         results.setdefault(data["host"], {})[data["task"]] = {
             "status": status,
             "msg": str(res.get("msg", "")),
-            "diff": json.dumps(res.get("diff", "")),
+            # A loop's diffs are its items'.
+            "diff": json.dumps(res.get("diff") or [r.get("diff") for r in res.get("results", [])]),
             "ignored": data.get("ignore_errors"),
         }
     return {
@@ -444,6 +441,15 @@ def check_run(net, tmp_path_factory):
         "rc": runner.rc,
         "seconds": time.monotonic() - started,
     }
+
+
+@pytest.fixture(scope="module")
+def check_run(net, tmp_path_factory):
+    """One ``provision.yml --check --diff`` over all accelerator hosts."""
+    work = tmp_path_factory.mktemp("check-mode")
+    groups, host_vars = accelerator_hosts(net)
+    inventory = write_inventory(work / "hosts.yml", net.inventory(groups, host_vars))
+    return check_mode(inventory, work)
 
 
 def changed(check_run, host: str) -> set[str]:
@@ -568,3 +574,47 @@ def test_check_mode_wrote_nothing(check_run, net):
         assert not host.changed("/etc/docker").exists()
         assert not host.changed("/etc/passwd").exists()
         assert not (host.root / "data").exists()
+
+
+# --- check mode on a fresh host, as README's first provisioning step runs it -------------
+
+
+def test_check_mode_on_a_fresh_fleet_up_host(net, tmp_path):
+    """``provision.yml --check --diff`` on a host as ``fleetperf fleet up 1`` makes it, its
+    data root already there (staged data): every role runs clean; the diff shows the
+    service user and the directories it would make; nothing is made."""
+    host = net.add_host("fresh1")
+    inventory = localfleet.fleet_inventory(net)
+    hosts = inventory["all"]["children"]["cpu"]["hosts"]
+    hosts = {"fresh1": hosts["fresh1"]}  # this test's host only
+    data_root = host.root / "data"
+    (data_root / "case").mkdir(parents=True)
+    archive, digest = make_dataset(tmp_path)
+    hosts["fresh1"]["fleetperf_data_root"] = str(data_root)  # not the repository's data/
+    hosts["fresh1"]["fleetperf_data_items"] = [
+        {"dest": "case/SST-2.tar.gz", "url": f"file://{archive}", "checksum": f"sha256:{digest}"}
+    ]
+    hosts["fresh1"]["fleetperf_common_apt_cache_valid_time"] = 10 * 365 * 86400  # no route out
+    inventory["all"]["children"] = {"cpu": {"hosts": hosts}}
+    run = check_mode(write_inventory(tmp_path / "hosts.yml", inventory), tmp_path)
+    results = run["results"]["fresh1"]
+    failed = {t: r["msg"] for t, r in results.items() if r["status"] == "failed"}
+    assert run["rc"] == 0 and not failed, (failed, run["stdout"][-4000:])
+    # The roles ran to the end: the images and data roles too.
+    assert "Look for the image" in results and "Check the data items" in results
+    # What it would do: the service user, the run root made, the data root handed over.
+    assert results["Create the service user"]["status"] == "changed"
+    dirs = results["Create the data and run directories"]
+    assert dirs["status"] == "changed"
+    assert '"state": "directory"' in dirs["diff"], dirs
+    assert str(host.root / "runs") in dirs["diff"]
+    owner = results["Report the directories the service user would own"]
+    assert owner["status"] == "changed"
+    assert f"{SERVICE_USER}:{SERVICE_USER}" in owner["msg"] and str(data_root) in owner["msg"]
+    # Nothing was made.
+    assert not host.changed("/etc/passwd").exists() and not host.changed("/etc/group").exists()
+    assert not (host.root / "runs").exists()
+    assert results["Create the data directories"]["status"] == "ok"  # there, root's for now
+    assert results["Download the data"]["status"] == "changed"
+    assert data_root.stat().st_uid == 0 and list(data_root.rglob("*")) == [data_root / "case"]
+    assert not host.changed("/etc/ansible/facts.d").exists()
