@@ -194,6 +194,19 @@ def test_planning_refuses_what_the_partition_cannot_run(
     assert emitter.records() == [] and cluster.jobs() == []
 
 
+@pytest.mark.slow
+def test_a_node_says_what_it_lacks(cluster: Cluster, emitter: Fleetperf, tmp_path: Path) -> None:
+    """The system Python (no torch) as the nodes' interpreter: the node names it."""
+    inventory = cluster.with_vars(tmp_path / "inv.yml", fleetperf_python="/usr/bin/python3")
+    out = emitter.batch("emitter", "cpu/CPUx2x1", args=("-i", str(inventory)))
+    assert out.returncode == 1, out.stdout + out.stderr
+    (rec,) = emitter.records()
+    assert rec["error"].startswith("host login: slurm job "), rec["error"]
+    assert "exited with code 3: fleetperf: node node" in rec["error"]
+    assert "lacks python /usr/bin/python3 without torch" in rec["error"]
+    assert cluster.settled() == ([], [])
+
+
 def _wait_running(out_path: Path, proc: subprocess.Popen, seconds: float = 60) -> str:
     """The job id once ``--batch``'s output says the job runs on both nodes."""
     deadline = time.monotonic() + seconds
