@@ -137,6 +137,7 @@ def inventory(path: Path, engine: Dockerd, data: Path, hosts_root: Path) -> Path
         "ansible_python_interpreter": sys.executable,  # has the Docker SDK
         "fleetperf_executor": "docker",
         "fleetperf_docker_host": engine.host,
+        "fleetperf_base_image": BASE,  # what the image was built on: part of its tag
         "fleetperf_container_network": "none",  # the test engine has no bridge
         "fleetperf_repo_dir": str(REPO),
         "fleetperf_python": sys.executable,
@@ -190,7 +191,7 @@ def test_image_tag_is_a_hash_of_what_builds_it(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_the_cpu_image_holds_torch_transformers_and_the_harness(engine, cpu_image):
     tag = str(cpu_image["tag"])
-    assert tag == images.image_tag("cpu")
+    assert tag == images.image_tag("cpu", BASE)
     probe = (
         "import json, torch, transformers, harness, harness.metrics;"
         "print(json.dumps([torch.__version__, transformers.__version__, harness.__file__,"
@@ -206,7 +207,8 @@ def test_the_cpu_image_holds_torch_transformers_and_the_harness(engine, cpu_imag
             "image", "inspect", "--format", "{{json .Config.Labels}}", cpu_image["tag"]
         ).stdout
     )
-    assert labels["org.fleetperf.context"] == images.context_hash("cpu")
+    assert labels[images.LABEL] == images.context_hash("cpu", BASE)
+    assert labels[images.BASE_LABEL] == BASE
 
 
 @pytest.mark.slow
@@ -222,7 +224,8 @@ def test_distilbert_runs_in_a_container(engine, fleet, cpu_image):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (rec,) = json.loads(out.stdout[out.stdout.index("\n[") :])
     assert rec["status"] == "passed", rec
-    assert rec["executor"] == "docker" and rec["image"] == cpu_image["tag"]
+    # The tag, and the id of the image that ran (docker inspect's, on the host at launch).
+    assert rec["executor"] == "docker" and rec["image"] == f"{cpu_image['tag']}@{cpu_image['id']}"
     assert rec["metrics"]["p_whole"] > 0 and 0 <= rec["metrics"]["acc"] <= 1
     env = rec["environment"]
     # In a container: its hostname is the container's, its OS the base image's.

@@ -29,6 +29,7 @@ from ansible_runner.utils import get_callback_dir
 from tui import images
 from tui.catalog import DATA_MANIFEST, REPO_ROOT, CatalogError, RunSpec
 from tui.events import (
+    LAUNCH_ACTION,
     PREFLIGHT_ACTION,
     TAIL_ACTION,
     CaseResult,
@@ -271,6 +272,8 @@ class Launch:
     executor: str = "process"  # the hosts' fleetperf_executor; slurm: playbooks/slurm.yml
     # Hosts whose events file the controller follows itself (tui/stream.py), and how.
     follow: dict[str, Reach] = field(default_factory=dict)
+    # Executor docker: the image's tag and context hash, checked on the hosts (run.yml).
+    image: images.Expected | None = None
 
     @property
     def run_dir(self) -> Path:
@@ -314,7 +317,8 @@ class Launch:
                 host: "here" if how.ssh is None else "ssh" for host, how in self.follow.items()
             },
             # Docker hosts: the image, tagged by a hash of what builds it (tui/images.py).
-            "fleetperf_expected_image": images.expected_image(spec.config.vendor) or "",
+            "fleetperf_expected_image": self.image.tag if self.image else "",
+            "fleetperf_expected_context": self.image.context if self.image else "",
             **controller_vars(self.results_dir, self.data_root),
         }
 
@@ -331,6 +335,8 @@ class Outcome:
     load_per_cpu: float | None = None
     synthetic_data: bool | None = None
     slurm: dict[str, Any] | None = None  # job_id, partition, nodes, state (executor slurm)
+    # Executor docker: the id of the image each host's container ran (its launch says).
+    image_ids: dict[str, str] = field(default_factory=dict)
 
 
 def _now() -> str:
@@ -355,6 +361,7 @@ class _Tracker:
         self.host_dirs: dict[str, Path] = {}  # run dirs of hosts that share our files
         self.hosts_seen: dict[str, dict[str, Any]] = {}  # what each host's preflight saw
         self.slurm: dict[str, Any] | None = None  # the Slurm job, as its polls saw it
+        self.image_ids: dict[str, str] = {}  # host -> the image id its container ran
         self._lock = threading.Lock()
 
     def __call__(self, raw: dict[str, Any]) -> bool:
@@ -366,6 +373,9 @@ class _Tracker:
             SLURM_CHECK,
         ):
             self.hosts_seen[host] = {k: res.get(k) for k in ("load_per_cpu", "synthetic_data")}
+        launched = raw.get("event") == "runner_on_ok" and task_action(data) == LAUNCH_ACTION
+        if launched and res.get("image_id"):
+            self.image_ids[host] = str(res["image_id"])
         if task_action(data) in (SLURM_SUBMIT, SLURM_POLL) and raw.get("event") in (
             "runner_on_ok",
             "runner_retry",
@@ -568,6 +578,7 @@ def run_case(
         load_per_cpu=max(loads, default=None),
         synthetic_data=_synthetic([v["synthetic_data"] for v in seen]),
         slurm={k: v for k, v in tracker.slurm.items() if k != "_seen"} if tracker.slurm else None,
+        image_ids=tracker.image_ids,
     )
 
 

@@ -1,13 +1,20 @@
 """Benchmark images: their build context, a tag from its hash, and the build itself.
 
-The context of vendor V is images/V/ (Dockerfile, requirements) plus the workload harness
-(cases/harness, as harness/). The tag is fleetperf/V:<first 12 hex of a sha256 over every
-file's path and bytes>, so a changed Dockerfile, requirement pin or harness file makes a
-new tag; a host holding only the old image is refused by run.yml's preflight instead of
-running stale code.
+The context of vendor V is images/V/ (Dockerfile, pinned requirements) plus the workload
+harness (cases/harness, as harness/). The tag is fleetperf/V:<first 12 hex of a sha256
+over every file's path and bytes and the base image reference>, so a changed Dockerfile,
+requirement pin, harness file or base image makes a new tag. A build stores the whole
+hash as the image's label org.fleetperf.context; run.yml's preflight refuses a host whose
+image under the tag lacks it (missing, stale, or the tag re-pointed at another image)
+instead of running other code.
 
-    .venv/bin/python -m tui.images tag cpu
-    .venv/bin/python -m tui.images context cpu DIR     # the context, for a build elsewhere
+The base image is the Dockerfile's ``ARG BASE_IMAGE=`` default unless one is given
+(fleetperf_base_image in playbooks/group_vars; with @sha256:<digest> it is pinned too).
+Other build arguments may only say where packages come from (SOURCE_ARGS): what the
+image holds is in the hash.
+
+    .venv/bin/python -m tui.images tag cpu [--base-image REF]
+    .venv/bin/python -m tui.images context cpu DIR [--base-image REF]   # JSON: tag, context
     .venv/bin/python -m tui.images build cpu [--docker-host URL] [--build-arg K=V]... [--network N]
 """
 
@@ -16,17 +23,36 @@ from __future__ import annotations
 import argparse
 import hashlib
 import io
+import json
+import re
 import shutil
 import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from tui.catalog import REPO_ROOT
 
 IMAGES = REPO_ROOT / "images"
 HARNESS = REPO_ROOT / "cases" / "harness"
 REPOSITORY = "fleetperf"  # images are fleetperf/<vendor>:<hash>
+LABEL = "org.fleetperf.context"  # the whole hash, set at build, checked before a launch
+BASE_LABEL = "org.fleetperf.base"  # the base image reference, for people
+# Build arguments that say only where packages come from (an offline wheel mirror,
+# proxies), never what the image holds: left out of the hash. Any other argument but
+# BASE_IMAGE is refused: change the Dockerfile instead, which makes a new tag.
+SOURCE_ARGS = frozenset(
+    {"PIP_FIND_LINKS", "PIP_NO_INDEX"}
+    | {p for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY") for p in (name, name.lower())}
+)
+
+
+class Expected(NamedTuple):
+    """The image a docker host must run: its tag and the context hash in its label."""
+
+    tag: str
+    context: str
 
 
 def _files(top: Path) -> list[Path]:
@@ -47,25 +73,71 @@ def context_files(vendor: str) -> dict[str, Path]:
     return files
 
 
-def context_hash(vendor: str) -> str:
+def default_base(vendor: str) -> str:
+    """The base image the Dockerfile names (``ARG BASE_IMAGE=REF``)."""
+    text = (IMAGES / vendor / "Dockerfile").read_text()
+    found = re.search(r"^ARG BASE_IMAGE=(\S+)\s*$", text, re.MULTILINE)
+    if found is None:
+        raise ValueError(f"images/{vendor}/Dockerfile: no ARG BASE_IMAGE=<image> default")
+    return found.group(1)
+
+
+def context_hash(vendor: str, base_image: str | None = None) -> str:
+    """sha256 over the context's files and the base image (default: the Dockerfile's)."""
     digest = hashlib.sha256()
-    for name, path in sorted(context_files(vendor).items()):
-        data = path.read_bytes()
+    fields = [("BASE_IMAGE", (base_image or default_base(vendor)).encode())]
+    fields += [(name, path.read_bytes()) for name, path in sorted(context_files(vendor).items())]
+    for name, data in fields:
         # Lengths delimit the fields: no two different contexts hash alike.
         digest.update(f"{len(name)}:{name}:{len(data)}:".encode())
         digest.update(data)
     return digest.hexdigest()
 
 
-def image_tag(vendor: str) -> str:
-    """The tag the controller expects on a host of ``vendor``."""
-    return f"{REPOSITORY}/{vendor}:{context_hash(vendor)[:12]}"
+def expected(vendor: str, base_image: str | None = None) -> Expected:
+    """The tag and label the controller expects on a host of ``vendor`` whose
+    fleetperf_base_image is ``base_image``."""
+    context = context_hash(vendor, base_image)
+    return Expected(f"{REPOSITORY}/{vendor}:{context[:12]}", context)
 
 
-def expected_image(vendor: str) -> str | None:
+def image_tag(vendor: str, base_image: str | None = None) -> str:
+    return expected(vendor, base_image).tag
+
+
+def has_image(vendor: str) -> bool:
+    """Whether ``vendor`` has images/<vendor> (else its hosts can only run processes)."""
+    return (IMAGES / vendor / "Dockerfile").is_file()
+
+
+def expected_image(vendor: str, base_image: str | None = None) -> str | None:
     """The tag run.yml's preflight insists on for docker hosts of ``vendor``; None for a
-    vendor without images/<vendor> (its hosts can only run processes)."""
-    return image_tag(vendor) if (IMAGES / vendor / "Dockerfile").is_file() else None
+    vendor without images/<vendor>."""
+    return image_tag(vendor, base_image) if has_image(vendor) else None
+
+
+def ran(tag: str, image_ids: dict[str, str]) -> str:
+    """The record's image: the tag and the id (sha256 of the image's configuration, as
+    docker inspect gives it) that ran, ``TAG@sha256:...``; where hosts built their own
+    images and the ids differ, each host's: ``TAG@host1=sha256:...,host2=sha256:...``."""
+    if not image_ids:
+        return tag
+    if len(set(image_ids.values())) == 1:
+        return f"{tag}@{next(iter(image_ids.values()))}"
+    return f"{tag}@" + ",".join(f"{host}={i}" for host, i in image_ids.items())
+
+
+def base_of(vendor: str, build_args: dict[str, str]) -> str:
+    """The base image of a build with ``build_args``; other arguments than BASE_IMAGE and
+    SOURCE_ARGS are refused (they would change the image without changing its tag)."""
+    bad = sorted(set(build_args) - SOURCE_ARGS - {"BASE_IMAGE"})
+    if bad:
+        raise ValueError(
+            f"build argument {bad[0]}: changes what the image holds but not its tag; "
+            f"change images/{vendor}/Dockerfile instead (allowed: BASE_IMAGE, "
+            f"{', '.join(sorted(SOURCE_ARGS))})"
+        )
+    return build_args.get("BASE_IMAGE") or default_base(vendor)
 
 
 def write_context(vendor: str, dest: Path) -> None:
@@ -100,19 +172,22 @@ def build(
     network_mode: str | None = None,
     log: Callable[[str], None] = lambda line: None,
 ) -> tuple[str, str]:
-    """Build ``vendor``'s image with the Docker SDK; returns (tag, image id)."""
+    """Build ``vendor``'s image with the Docker SDK, labelled with its context hash;
+    returns (tag, image id)."""
     import docker  # the controller needs the SDK only to build
 
-    tag = image_tag(vendor)
+    build_args = {**(build_args or {})}
+    build_args["BASE_IMAGE"] = base = base_of(vendor, build_args)
+    tag, context = expected(vendor, base)
     client = docker.DockerClient(base_url=docker_host) if docker_host else docker.from_env()
     try:
         stream = client.api.build(
             fileobj=context_tar(vendor),
             custom_context=True,
             tag=tag,
-            buildargs=build_args or {},
+            buildargs=build_args,
             network_mode=network_mode,
-            labels={"org.fleetperf.context": context_hash(vendor)},
+            labels={LABEL: context, BASE_LABEL: base},
             rm=True,
             forcerm=True,
             decode=True,
@@ -134,34 +209,50 @@ def build(
         client.close()
 
 
+def _build_args(pairs: list[str]) -> dict[str, str]:
+    bad = [a for a in pairs if "=" not in a]
+    if bad:
+        raise ValueError(f"--build-arg {bad[0]}: expected KEY=VALUE")
+    return dict(a.split("=", 1) for a in pairs)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tui.images", description="benchmark images")
     sub = ap.add_subparsers(dest="command", required=True)
-    sub.add_parser("tag", help="print the expected tag").add_argument("vendor")
-    ctx = sub.add_parser("context", help="write the build context into DIR; print the tag")
-    ctx.add_argument("vendor")
-    ctx.add_argument("dir", type=Path)
+    tag = sub.add_parser("tag", help="print the expected tag")
+    ctx = sub.add_parser(
+        "context",
+        help="write the build context into DIR; print JSON: tag, context (the label's "
+        "hash), build_args (BASE_IMAGE and the allowed --build-arg)",
+    )
     b = sub.add_parser("build", help="build the image on a docker engine")
-    b.add_argument("vendor")
+    for p in (tag, ctx, b):
+        p.add_argument("vendor")
+    for p in (tag, ctx):
+        p.add_argument("--base-image", help="base image (default: the Dockerfile's)")
+    ctx.add_argument("dir", type=Path)
     b.add_argument("--docker-host", help="engine URL (default: DOCKER_HOST or the local socket)")
-    b.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE")
+    for p in (ctx, b):
+        p.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE")
     b.add_argument("--network", help="network of the build's RUN steps (e.g. host)")
     args = ap.parse_args(argv)
     try:
         if args.command == "tag":
-            print(image_tag(args.vendor))
+            print(image_tag(args.vendor, args.base_image))
             return 0
         if args.command == "context":
+            build_args = _build_args(args.build_arg)
+            build_args["BASE_IMAGE"] = base = base_of(
+                args.vendor, {**build_args, "BASE_IMAGE": args.base_image or ""}
+            )
             write_context(args.vendor, args.dir)
-            print(image_tag(args.vendor))
+            want = expected(args.vendor, base)
+            print(json.dumps({"tag": want.tag, "context": want.context, "build_args": build_args}))
             return 0
-        bad = [a for a in args.build_arg if "=" not in a]
-        if bad:
-            raise ValueError(f"--build-arg {bad[0]}: expected KEY=VALUE")
         tag, image_id = build(
             args.vendor,
             args.docker_host,
-            dict(a.split("=", 1) for a in args.build_arg),
+            _build_args(args.build_arg),
             args.network,
             log=print,
         )

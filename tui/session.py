@@ -264,6 +264,13 @@ class Session:
     def _launch(self, plan: RunPlan) -> fleet.Launch:
         hostvars = self._inventory.hostvars if self._inventory else {}
         follow = {h: how for h in plan.hosts if (how := stream.reach(h, hostvars.get(h, {})))}
+        executor = fleet.executor(self._inventory, plan.hosts[0]) if self._inventory else "process"
+        vendor = plan.spec.config.vendor
+        image = None
+        if executor == "docker" and self._inventory and images.has_image(vendor):
+            # The tag covers the base image the hosts build on (fleetperf_base_image).
+            base = self._inventory.var(plan.hosts[0], "fleetperf_base_image")
+            image = images.expected(vendor, str(base) if base else None)
         return fleet.Launch(
             spec=plan.spec,
             run_id=plan.run_id,
@@ -273,9 +280,8 @@ class Session:
             data_root=self.data_root,
             lease_wait_s=self.lease_wait_s,
             follow=follow,
-            executor=fleet.executor(self._inventory, plan.hosts[0])
-            if self._inventory
-            else "process",
+            executor=executor,
+            image=image,
         )
 
     def _execute(self, run: RunHandle, batch_id: str) -> None:
@@ -319,8 +325,6 @@ class Session:
         spec, inv = launch.spec, self._inventory
         first = launch.hosts[0]
         executor = fleet.executor(inv, first) if inv else "process"
-        # The tag the docker hosts' preflight insisted on: a hash of what builds the image.
-        image = images.expected_image(spec.config.vendor) if executor == "docker" else None
         return RunRecord(
             run_id=launch.run_id,
             batch_id=batch_id,
@@ -337,7 +341,8 @@ class Session:
             fix_hp=spec.seed_fix_hp,
             hp=spec.hp,
             executor=str(executor),
-            image=str(image) if image else None,
+            # The tag the docker hosts' preflight insisted on; the ids that ran come at the end.
+            image=launch.image.tag if launch.image else None,
             case_metrics=[CaseMetric(**m.model_dump()) for m in spec.case.metrics],
             columns=spec.case.report,
             short_names=spec.case.short_names,
@@ -374,5 +379,6 @@ class Session:
                 "load_per_cpu": outcome.load_per_cpu,
                 "synthetic_data": outcome.synthetic_data,
                 "slurm": outcome.slurm,
+                "image": images.ran(record.image, outcome.image_ids) if record.image else None,
             }
         )

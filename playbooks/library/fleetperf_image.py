@@ -3,12 +3,15 @@
 
 DOCUMENTATION = r"""
 module: fleetperf_image
-short_description: Refuse a host whose fleetperf image is missing or stale
+short_description: Refuse a host whose fleetperf image is missing, stale or another image
 description:
   - Looks up O(image) (a tag made from a hash of the image's build context, see
-    tui/images.py) on the host's docker engine. Fails with one line naming O(host), the
-    tag, what the engine has instead (an older build of the same repository is stale) and
-    O(build_command).
+    tui/images.py) on the host's docker engine, and checks that the image under it carries
+    the whole hash, O(context), in its label org.fleetperf.context (set at build). Fails
+    with one line naming O(host), the tag, what the engine has instead (an older build of
+    the same repository is stale; a tag re-pointed at an image built from anything else is
+    refused) and O(build_command). Returns the id of the image checked, which the launch
+    then runs.
 options:
   host: {description: The inventory name, for messages., type: str, required: true}
   docker_host:
@@ -16,6 +19,10 @@ options:
     type: str
     default: ""
   image: {description: The expected tag., type: str, required: true}
+  context:
+    description: The expected build context hash (the image's org.fleetperf.context label).
+    type: str
+    required: true
   build_command:
     description: The command that builds the image, for the message.
     type: str
@@ -23,7 +30,9 @@ options:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.fleetperf_docker import client, image_id, require_sdk
+from ansible.module_utils.fleetperf_docker import client, require_sdk
+
+LABEL = "org.fleetperf.context"  # tui/images.py
 
 
 def main() -> None:
@@ -32,6 +41,7 @@ def main() -> None:
             "host": {"type": "str", "required": True},
             "docker_host": {"type": "str", "default": ""},
             "image": {"type": "str", "required": True},
+            "context": {"type": "str", "required": True},
             "build_command": {"type": "str", "required": True},
         },
         supports_check_mode=True,
@@ -41,20 +51,32 @@ def main() -> None:
     why = require_sdk()
     if why:
         module.fail_json(msg=f"host {host}: {why}")
+    from docker.errors import ImageNotFound
+
+    found = None
     try:
-        found = image_id(p["docker_host"], image)
-        if found:
-            module.exit_json(changed=False, image=image, image_id=found)
-        repository = image.rsplit(":", 1)[0]
         with client(p["docker_host"]) as c:
-            others = sorted(t for i in c.images.list(repository) for t in i.tags)
+            try:
+                found = c.images.get(image)
+            except ImageNotFound:
+                repository = image.rsplit(":", 1)[0]
+                others = sorted(t for i in c.images.list(repository) for t in i.tags)
     except Exception as exc:  # noqa: BLE001 - any engine error is this host's one-line failure
         module.fail_json(msg=f"host {host}: docker engine: {str(exc).splitlines()[0]}")
-    state = f"stale (the engine has {', '.join(others)})" if others else "missing"
-    module.fail_json(
-        msg=f"host {host}: image {image} {state}; build it with: {p['build_command']}",
-        image=image,
-    )
+    build = f"build it with: {p['build_command']}"
+    if found is None:
+        state = f"stale (the engine has {', '.join(others)})" if others else "missing"
+        module.fail_json(msg=f"host {host}: image {image} {state}; {build}", image=image)
+    label = (found.labels or {}).get(LABEL)
+    if label != p["context"]:
+        built = f"built from context {label[:12]}" if label else f"without the {LABEL} label"
+        module.fail_json(
+            msg=f"host {host}: image {image} is {found.id}, {built}, not from"
+            f" {p['context'][:12]}: the tag points at another image; {build}",
+            image=image,
+            image_id=found.id,
+        )
+    module.exit_json(changed=False, image=image, image_id=found.id)
 
 
 if __name__ == "__main__":

@@ -82,17 +82,6 @@ def target(run_dir: str) -> dict[str, str] | None:
     return {k: t[k] for k in keys}
 
 
-def image_id(docker_host: str, tag: str) -> str | None:
-    """The id of image ``tag`` on the engine, or None when it has no such image."""
-    from docker.errors import ImageNotFound
-
-    with client(docker_host) as c:
-        try:
-            return c.images.get(tag).id
-        except ImageNotFound:
-            return None
-
-
 def _mine(t: dict[str, str]) -> dict[str, list[str]]:
     """The label filter for this run's containers on this inventory host."""
     return {"label": [f"{LABEL_RUN}={t['run_id']}", f"{LABEL_HOST}={t['host']}"]}

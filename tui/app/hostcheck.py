@@ -79,7 +79,9 @@ def preflight(inv: Inventory, hosts: list[str]) -> dict[str, HostCheck]:
     by_image: dict[str, list[str]] = {}
     for host in docker:
         # The tag run.yml's preflight insists on: a hash of what builds the image.
-        name = expected_image(str(inv.var(host, "fleetperf_vendor") or "")) or ""
+        base = inv.var(host, "fleetperf_base_image")
+        vendor = str(inv.var(host, "fleetperf_vendor") or "")
+        name = expected_image(vendor, str(base) if base else None) or ""
         if not _IMAGE.match(name):
             images[host] = "no images/<vendor> for this host's fleetperf_vendor"
         elif facts.get(host, {}).get("kind") == "ok":
