@@ -618,3 +618,19 @@ def test_check_mode_on_a_fresh_fleet_up_host(net, tmp_path):
     assert results["Download the data"]["status"] == "changed"
     assert data_root.stat().st_uid == 0 and list(data_root.rglob("*")) == [data_root / "case"]
     assert not host.changed("/etc/ansible/facts.d").exists()
+
+
+def test_pull_mode_without_a_registry_fails_naming_the_host(net, tmp_path):
+    """Never ``docker pull fleetperf/<vendor>:...`` from Docker Hub, where anyone may publish."""
+    host = net.add_host("pull1")
+    host_vars = {**host_paths(host), "fleetperf_images_mode": "pull"}
+    inventory = write_inventory(
+        tmp_path / "hosts.yml", net.inventory({"cpu": [host]}, {"pull1": host_vars})
+    )
+    done = ansible_playbook(inventory, "--check", "--tags", "images")
+    assert done.returncode != 0
+    assert recap(done.stdout)["pull1"]["failed"] == 1
+    assert (
+        "host pull1: fleetperf_images_mode pull needs fleetperf_images_registry" in done.stdout
+    ), done.stdout[-3000:]
+    assert "docker pull" not in done.stdout and "Pull the image" not in done.stdout
