@@ -29,7 +29,6 @@ from ansible_runner.utils import get_callback_dir
 from tui import images
 from tui.catalog import DATA_MANIFEST, REPO_ROOT, CatalogError, RunSpec
 from tui.events import (
-    LAUNCH_ACTION,
     PREFLIGHT_ACTION,
     TAIL_ACTION,
     CaseResult,
@@ -52,6 +51,7 @@ SLURM_CHECK, SLURM_SUBMIT, SLURM_POLL = (
 )
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
+IMAGE_ACTION = "fleetperf_image"  # run.yml's image check: the id that the launch runs
 POLL_S = 30.0  # longest hold of one poll while nothing happens (it returns on new lines)
 DRAIN_S = 5.0  # longest wait at a host's end for its follower to hand on the last lines
 # What a run leaves in a host's run directory that the controller keeps.
@@ -335,7 +335,7 @@ class Outcome:
     load_per_cpu: float | None = None
     synthetic_data: bool | None = None
     slurm: dict[str, Any] | None = None  # job_id, partition, nodes, state (executor slurm)
-    # Executor docker: the id of the image each host's container ran (its launch says).
+    # Executor docker: the id of the image each host's container ran (its preflight checked it).
     image_ids: dict[str, str] = field(default_factory=dict)
 
 
@@ -373,8 +373,10 @@ class _Tracker:
             SLURM_CHECK,
         ):
             self.hosts_seen[host] = {k: res.get(k) for k in ("load_per_cpu", "synthetic_data")}
-        launched = raw.get("event") == "runner_on_ok" and task_action(data) == LAUNCH_ACTION
-        if launched and res.get("image_id"):
+        # The image id the preflight checked is the one the launch runs (run.yml); the
+        # launch's own result is masked where a no_log env value occurs in it.
+        checked = raw.get("event") == "runner_on_ok" and task_action(data) == IMAGE_ACTION
+        if checked and res.get("image_id"):
             self.image_ids[host] = str(res["image_id"])
         if task_action(data) in (SLURM_SUBMIT, SLURM_POLL) and raw.get("event") in (
             "runner_on_ok",
