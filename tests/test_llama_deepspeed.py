@@ -9,6 +9,7 @@ directory so that only the first session pays for it.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -140,6 +141,52 @@ def test_prepare_from_stages_a_good_directory(data_root: Path, tmp_path: Path) -
     assert proc.returncode == 0, proc.stderr
     name = "openwebtext_llama2_100M.npy"
     assert (out / name).read_bytes() == (data_root / ZERO3 / name).read_bytes()
+    assert not (out / "fc_autotune_fp16.log").exists()  # optional: none in the source
+
+
+def test_prepare_from_stages_the_fc_autotune_table(data_root: Path, tmp_path: Path) -> None:
+    """Kunlunxin's FC tiling table (the R300 row's XPU_FC_AUTOTUNE_FILE) comes with the data
+    where the source has one: a container sees the case's data directory, not the source."""
+    src = tmp_path / "src"
+    shutil.copytree(data_root / ZERO3, src)
+    (src / "fc_autotune_fp16.log").write_text("m=4096 n=4096 k=4096 tile=7\n")
+    proc = prepare(ZERO3, "--from", str(src), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    staged = tmp_path / "out" / "fc_autotune_fp16.log"
+    assert staged.read_text() == "m=4096 n=4096 k=4096 tile=7\n"
+
+
+def test_prepare_needs_no_other_case(tmp_path: Path) -> None:
+    """The tiny Llama comes from harness.tiny: the case's prepare runs with the harness and
+    its own folder only, and writes the data manifest itself."""
+    import subprocess
+    import sys
+
+    cases = tmp_path / "cases"
+    for part in ("harness", ZERO3):
+        shutil.copytree(
+            REPO / "cases" / part, cases / part, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    out = tmp_path / "data"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(cases / ZERO3 / "prepare.py"),
+            "--synthetic",
+            "--docs",
+            "40",
+            "--out",
+            str(out),
+        ],
+        env={**os.environ, "PYTHONPATH": str(cases)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / "fleetperf-data.json").read_text())["synthetic"] is True
+    assert np.load(out / "openwebtext_llama2_100M.npy")[0] == 1  # BOS first
 
 
 def test_model_flops_count_attention(ds_config) -> None:

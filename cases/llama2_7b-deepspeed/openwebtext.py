@@ -9,6 +9,8 @@ from harness import InputError
 
 MODEL_DIR = "llama2_7b_hf"  # config.json: the model's shape
 TOKENS = "openwebtext_llama2_100M.npy"  # flat token ids (preprocess.py)
+# Kunlunxin's FC tiling table, optional: FlagPerf's R300 row points XPU_FC_AUTOTUNE_FILE at it
+FC_AUTOTUNE = "fc_autotune_fp16.log"
 
 
 def load_tokens(path: Path, vocab_size: int) -> np.ndarray:

@@ -13,8 +13,10 @@ The layout (both modes):
 tiny tokenizer on them (saved next to a tiny LlamaConfig with save_pretrained: harness.tiny,
 the shape the finetune case's synthetic Llama has too), and runs the preprocessing
 (preprocess.py) from that raw text to the .npy. --from checks SRC_DIR (the same layout:
-Llama-2-7B's config.json, the array preprocess.py made from openwebtext) and links it in;
-the first missing or malformed file is named and the exit code is 2.
+Llama-2-7B's config.json, the array preprocess.py made from openwebtext) and links it in,
+with fc_autotune_fp16.log where SRC_DIR has one (Kunlunxin's FC tiling table: the R300
+row's XPU_FC_AUTOTUNE_FILE, configs/kunlunxin/R300x1x8.yaml); the first missing or
+malformed file is named and the exit code is 2.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from pathlib import Path
 import harness
 import preprocess
 from harness.tiny import check_llama_config, tiny_llama_config, train_bpe_tokenizer
-from openwebtext import MODEL_DIR, TOKENS, load_tokens
+from openwebtext import FC_AUTOTUNE, MODEL_DIR, TOKENS, load_tokens
+
+REAL_DATA = f"{MODEL_DIR}/config.json (Llama-2-7B) and {TOKENS} (preprocess.py from openwebtext)"
 
 SUBJECTS = [
     "the city council",
@@ -69,13 +73,15 @@ def synthetic(out: Path, args: argparse.Namespace) -> None:
 
 def stage(src: Path, out: Path) -> None:
     """Check the model's config and the token array (InputError names the first bad file),
-    then link both in."""
+    then link both in, and Kunlunxin's FC autotune table where SRC_DIR has one."""
     config = check_llama_config(src / MODEL_DIR / "config.json")
     load_tokens(src / TOKENS, int(config["vocab_size"]))
     files = [p for p in sorted((src / MODEL_DIR).iterdir()) if p.is_file()]
     for f in files:
         harness.link_or_copy(f, out / MODEL_DIR / f.name)
     harness.link_or_copy(src / TOKENS, out / TOKENS)
+    if (src / FC_AUTOTUNE).is_file():
+        harness.link_or_copy(src / FC_AUTOTUNE, out / FC_AUTOTUNE)
 
 
 def options(parser: argparse.ArgumentParser) -> None:
@@ -85,12 +91,6 @@ def options(parser: argparse.ArgumentParser) -> None:
 if __name__ == "__main__":
     sys.exit(
         harness.prepare_main(
-            __file__,
-            __doc__,
-            synthetic,
-            stage=stage,
-            options=options,
-            real_data=f"{MODEL_DIR}/config.json (Llama-2-7B) and {TOKENS} "
-            "(preprocess.py from openwebtext)",
+            __file__, __doc__, synthetic, stage=stage, options=options, real_data=REAL_DATA
         )
     )
