@@ -64,6 +64,41 @@ def test_ds_config_follows_the_resolved_hp(ds_config, ref: str, micro: int, prec
     assert "fp16" not in ds_config.build(hp, "fp32", world)  # fp32: no half section
 
 
+def test_table_is_the_seed_004_table() -> None:
+    """Seed 004's columns (配置, fix_hp, tokens/p/s, loss, mem, MFU: no precision column) and
+    its R300 row's fix_hp as the seed writes it; a precision other than the seed's fp16 shows
+    in fix_hp under the seed's name for it."""
+    from tui import catalog
+    from tui.record import RunRecord
+    from tui.tables import to_markdown
+
+    case = catalog.load_case(ZERO3, REPO / "cases")
+    rows = []
+    for i, ref in enumerate(("kunlunxin/R300x1x8", "cpu/CPUx1x2")):
+        spec = catalog.resolve(case, catalog.load_config(case, ref))
+        rows.append(
+            RunRecord(
+                run_id=f"r{i}",
+                case=ZERO3,
+                vendor=spec.config.vendor,
+                config=spec.config.name,
+                hosts=["h"],
+                status="passed",
+                started=f"2026-11-24T0{i}:00:00Z",
+                finished=f"2026-11-24T0{i}:30:00Z",
+                precision=spec.precision,
+                fix_hp=spec.seed_fix_hp,
+                metrics={"loss": 5.27, "mem_used_gib": 29.0, "mem_total_gib": 32.0},
+                columns=case.report,
+                short_names=case.short_names,
+            )
+        )
+    lines = to_markdown(rows).splitlines()
+    assert lines[2] == "| 配置 | fix_hp | tokens/p/s | loss | mem | MFU |"
+    assert lines[4] == "| R300单机8卡（1x8） | MPE=512,LBS=12 | / | 5.27 | 29.0/32.0 | / |"
+    assert lines[5].startswith("| CPU单机2卡（1x2） | 数据精度=bf16,MPE=128,LBS=2,")
+
+
 def test_preprocess_tokenizes_raw_text_in_name_order(data_root: Path, tmp_path: Path) -> None:
     import subprocess
     import sys
