@@ -19,6 +19,54 @@ options:
     type: list
     elements: str
     required: true
+extends_documentation_fragment: action_common_attributes
+attributes:
+  check_mode: {support: none}
+  diff_mode: {support: none}
+  platform: {platforms: posix}
+notes:
+  - The snapshot directory is the caller's to remove (playbooks/tasks/stop_workload.yml
+    does, in an C(always) section).
+seealso:
+  - module: ansible.builtin.fetch
+  - module: fleetperf_stop
+author:
+  - The fleetperf project
+"""
+
+EXAMPLES = r"""
+- name: Snapshot the run's regular files
+  fleetperf_collect:
+    run_dir: /var/lib/fleetperf/runs/distilbert-20250101-120000-ab12
+    files: [events.jsonl, stdout.log, stderr.log, exit_code, config.json]
+  register: collected
+
+- name: Fetch the snapshot
+  ansible.builtin.fetch:
+    src: "{{ collected.dir }}/{{ item }}"
+    dest: results/hosts/{{ inventory_hostname }}/
+    flat: true
+  loop: "{{ collected.files }}"
+"""
+
+RETURN = r"""
+dir:
+  description: The new private directory beside O(run_dir) that holds the copies.
+  returned: success
+  type: path
+  sample: /var/lib/fleetperf/runs/.collect-distilbert-20250101-120000-ab12-k3j9x2
+files:
+  description: The names of O(files) copied into RV(dir), in the order given.
+  returned: success
+  type: list
+  elements: str
+  sample: [events.jsonl, stdout.log, exit_code]
+skipped:
+  description: The names of O(files) left out (missing, or not a regular file).
+  returned: success
+  type: list
+  elements: str
+  sample: [stderr.log]
 """
 
 import os

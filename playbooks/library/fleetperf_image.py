@@ -13,12 +13,18 @@ description:
     refused) and O(build_command). Returns the id of the image checked, which the launch
     then runs.
 options:
-  host: {description: The inventory name, for messages., type: str, required: true}
+  host:
+    description: The inventory name, for messages.
+    type: str
+    required: true
   docker_host:
-    description: Engine URL ("" = DOCKER_HOST or the local socket).
+    description: Engine URL (V("") is C(DOCKER_HOST) or the local socket).
     type: str
     default: ""
-  image: {description: The expected tag., type: str, required: true}
+  image:
+    description: The expected tag.
+    type: str
+    required: true
   context:
     description: The expected build context hash (the image's org.fleetperf.context label).
     type: str
@@ -27,6 +33,44 @@ options:
     description: The command that builds the image, for the message.
     type: str
     required: true
+extends_documentation_fragment: action_common_attributes
+attributes:
+  check_mode: {support: full}
+  diff_mode: {support: none}
+  platform: {platforms: posix}
+requirements:
+  - The Docker SDK for Python (C(docker)) on the host.
+seealso:
+  - module: fleetperf_launch
+author:
+  - The fleetperf project
+"""
+
+EXAMPLES = r"""
+- name: Check the benchmark image
+  fleetperf_image:
+    host: "{{ inventory_hostname }}"
+    image: fleetperf/nvidia:3f2a9c1b7d4e
+    context: 3f2a9c1b7d4e5a6f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7
+    build_command: python -m tui.images build nvidia
+  register: checked
+
+- name: Run what was checked, by id
+  ansible.builtin.debug:
+    msg: "{{ checked.image_id }}"
+"""
+
+RETURN = r"""
+image:
+  description: The tag looked up, O(image).
+  returned: success, and on failure once the engine answered
+  type: str
+  sample: fleetperf/nvidia:3f2a9c1b7d4e
+image_id:
+  description: The id of the image under the tag, the one the launch runs.
+  returned: success, and on failure when the tag names another image
+  type: str
+  sample: sha256:9b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c
 """
 
 from ansible.module_utils.basic import AnsibleModule

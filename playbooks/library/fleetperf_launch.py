@@ -12,22 +12,157 @@ description:
     only while both match. The module returns at once; M(fleetperf_tail) follows the run.
   - A run dir that already holds C(workload.pid) is left alone (idempotent).
 options:
-  run_dir: {description: The host's run directory (must exist)., type: path, required: true}
-  argv: {description: The workload command, no shell., type: list, elements: str, required: true}
-  chdir: {description: Working directory of the workload., type: path, required: true}
-  env: {description: Extra environment variables, never logged (tokens)., type: dict, default: {}}
+  run_dir:
+    description: The host's run directory (must exist).
+    type: path
+    required: true
+  argv:
+    description: The workload command, run without a shell.
+    type: list
+    elements: str
+    required: true
+  chdir:
+    description: Working directory of the workload.
+    type: path
+    required: true
+  env:
+    description: Extra environment variables (tokens such as C(HF_TOKEN)); never logged
+      (C(no_log)).
+    type: dict
+    default: {}
   executor:
     description: C(process) on the host, or C(docker) in the vendor's image (then only
-      O(env) reaches the workload, and O(container) says how it runs).
+      O(env) reaches the workload, and O(container), O(run_id) and O(host) are required).
     type: str
     default: process
     choices: [process, docker]
-  docker_host: {description: The engine for C(docker) ("" = the local one)., type: str, default: ""}
-  run_id: {description: The run (a container label)., type: str, default: ""}
-  host: {description: The inventory host (a container label)., type: str, default: ""}
+  docker_host:
+    description: The engine for C(docker) (V("") is the local one).
+    type: str
+    default: ""
+  run_id:
+    description: The run (a container label).
+    type: str
+    default: ""
+  host:
+    description: The inventory host (a container label).
+    type: str
+    default: ""
   container:
-    description: The image, mounts and device access (module_utils/fleetperf_docker.py).
+    description: The image, mounts and device access of O(executor=docker)
+      (module_utils/fleetperf_docker.py).
     type: dict
+    suboptions:
+      image:
+        description: The image to run, the id that M(fleetperf_image) checked.
+        type: str
+        required: true
+      case:
+        description: The case (a container label).
+        type: str
+        required: true
+      mounts_ro:
+        description: Host paths mounted read-only at the same path (data, the case's code).
+        type: list
+        elements: path
+        default: []
+      host_network:
+        description: Use the host's network (multi-node runs).
+        type: bool
+        default: false
+      network:
+        description: The network of a single-node container (V("") is the engine's default).
+        type: str
+        default: ""
+      gpus:
+        description: C(docker --gpus) (V(all), a count, or device ids V(0,1)).
+        type: str
+        default: ""
+      devices:
+        description: Device paths or globs passed through (read, write, mknod).
+        type: list
+        elements: str
+        default: []
+      cap_add:
+        description: Capabilities added to the container.
+        type: list
+        elements: str
+        default: []
+      ulimits:
+        description: Limits by name (soft and hard), V(-1) for unlimited.
+        type: dict
+        default: {}
+      shm_size:
+        description: Size of C(/dev/shm) (V("") is the engine's default).
+        type: str
+        default: ""
+extends_documentation_fragment: action_common_attributes
+attributes:
+  check_mode: {support: full}
+  diff_mode: {support: none}
+  platform: {platforms: posix}
+requirements:
+  - The Docker SDK for Python (C(docker)) on the host, for O(executor=docker).
+seealso:
+  - module: fleetperf_tail
+  - module: fleetperf_stop
+author:
+  - The fleetperf project
+"""
+
+EXAMPLES = r"""
+- name: Start the workload on the host
+  fleetperf_launch:
+    run_dir: /var/lib/fleetperf/runs/distilbert-20250101-120000-ab12
+    argv:
+      - /usr/bin/python3
+      - cases/distilbert/run.py
+      - --config
+      - /var/lib/fleetperf/runs/distilbert-20250101-120000-ab12/config.json
+    chdir: /opt/fleetperf
+    env: {PYTHONUNBUFFERED: "1"}
+
+- name: Start it in the vendor's image instead
+  fleetperf_launch:
+    run_dir: /var/lib/fleetperf/runs/distilbert-20250101-120000-ab12
+    argv: [python, cases/distilbert/run.py]
+    chdir: /opt/fleetperf
+    executor: docker
+    run_id: distilbert-20250101-120000-ab12
+    host: "{{ inventory_hostname }}"
+    container:
+      image: sha256:9b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c
+      case: distilbert
+      mounts_ro: [/var/lib/fleetperf/data/distilbert]
+      gpus: all
+"""
+
+RETURN = r"""
+pid:
+  description: The supervisor's pid, also its process group (O(executor=process)).
+  returned: when the workload runs as a process
+  type: int
+  sample: 48213
+msg:
+  description: V(already started) when O(run_dir) already held C(workload.pid).
+  returned: when the run dir was launched before
+  type: str
+  sample: already started
+container:
+  description: The id of the run's container.
+  returned: when O(executor=docker)
+  type: str
+  sample: 0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0
+image:
+  description: The image the container runs, as given in O(container.image).
+  returned: when O(executor=docker)
+  type: str
+  sample: sha256:9b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c
+image_id:
+  description: The id of that image, as the engine resolved it.
+  returned: when O(executor=docker)
+  type: str
+  sample: sha256:9b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c
 """
 
 import os
