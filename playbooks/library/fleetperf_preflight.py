@@ -25,20 +25,33 @@ description:
     to a temp file and renamed into place; a lease is never seen half written, and of
     preflights racing for one host exactly one holds it.
 options:
-  host: {description: The inventory name, for messages., type: str, required: true}
-  run_root: {description: Where run directories live on this host., type: path, required: true}
+  host:
+    description: The inventory name, for messages.
+    type: str
+    required: true
+  run_root:
+    description: Where run directories live on this host.
+    type: path
+    required: true
   run_id: {description: The run., type: str, required: true}
-  case: {description: The case, for the hint that stages its data., type: str, required: true}
+  case:
+    description: The case, for the hint that stages its data.
+    type: str
+    required: true
   data_dir: {description: The case's data directory., type: path, required: true}
   requires:
     description: Paths under O(data_dir) that must exist.
     type: list
     elements: str
     default: []
-  config: {description: The resolved config, written as config.json., type: dict, required: true}
-  min_free_gib: {description: Least free space in the run root., type: float, default: 1.0}
+  config:
+    description: The resolved config, written as C(config.json).
+    type: dict
+    required: true
+  min_free_gib: {description: Least free space in the run root (GiB)., type: float, default: 1.0}
   master_port:
-    description: On the master host, the rendezvous port to check (0 picks a free one).
+    description: On the master host, the rendezvous port to check (V(0) picks a free one);
+      omitted on the other hosts.
     type: int
   controller:
     description: The controller that takes the lease (host, pid, boot_id).
@@ -51,9 +64,71 @@ options:
   lease_stale_s: {description: Heartbeat age that makes a lease stale., type: float, default: 60}
   data_manifest:
     description: The file in O(data_dir) that C(fleetperf prepare) writes (how the data was
-      made). Its C(synthetic) comes back as C(synthetic_data), null where it is absent.
+      made). Its C(synthetic) comes back as RV(synthetic_data), null where it is absent.
     type: str
     required: true
+extends_documentation_fragment: action_common_attributes
+attributes:
+  check_mode: {support: none}
+  diff_mode: {support: none}
+  platform: {platforms: posix}
+seealso:
+  - module: fleetperf_launch
+  - module: fleetperf_stop
+author:
+  - The fleetperf project
+"""
+
+EXAMPLES = r"""
+- name: Check the host and take its lease
+  fleetperf_preflight:
+    host: "{{ inventory_hostname }}"
+    run_root: /var/lib/fleetperf/runs
+    run_id: distilbert-20250101-120000-ab12
+    case: distilbert
+    data_dir: /var/lib/fleetperf/data/distilbert
+    requires: [train.jsonl, vocab.txt]
+    config: {case: distilbert, nnodes: 1, nproc_per_node: 1, hp: {lr: 0.0001}}
+    master_port: 0
+    controller: {host: ctl.example.org, pid: 4242, boot_id: 7c1e0b6e-0d7a-4a43-9a52-3a8f1c2b9e10}
+    lease_wait_s: 60
+    data_manifest: fleetperf-data.json
+  register: ready
+"""
+
+RETURN = r"""
+master_port:
+  description: The rendezvous port found free (O(master_port), or the free one picked for
+    V(0)); null where O(master_port) was not given.
+  returned: success
+  type: int
+  sample: 29500
+free_gib:
+  description: Free space in O(run_root), in GiB.
+  returned: success, and on failure for too little of it
+  type: float
+  sample: 412.37
+run_dir:
+  description: The run's directory, O(run_root)/O(run_id), now created.
+  returned: success
+  type: path
+  sample: /var/lib/fleetperf/runs/distilbert-20250101-120000-ab12
+events:
+  description: The run's C(events.jsonl), created empty for the controller to follow.
+  returned: success
+  type: path
+  sample: /var/lib/fleetperf/runs/distilbert-20250101-120000-ab12/events.jsonl
+load_per_cpu:
+  description: The host's 1-minute load average per CPU as the run starts.
+  returned: success
+  type: float
+  sample: 0.04
+synthetic_data:
+  description: Whether C(fleetperf prepare --synthetic) made the data (O(data_manifest));
+    null when the manifest does not say.
+  returned: success
+  type: bool
+  sample: false
 """
 
 import json

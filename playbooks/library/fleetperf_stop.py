@@ -21,8 +21,55 @@ description:
 options:
   run_dir: {description: The host's run directory., type: path, required: true}
   grace: {description: Seconds between SIGTERM and SIGKILL., type: float, default: 10}
-  reason: {description: Why the workload is stopped (kept in stop_reason)., type: str}
+  reason: {description: Why the workload is stopped (kept in C(stop_reason))., type: str}
   lease: {description: The host lease file to release., type: path}
+extends_documentation_fragment: action_common_attributes
+attributes:
+  check_mode: {support: none}
+  diff_mode: {support: none}
+  platform: {platforms: posix}
+seealso:
+  - module: fleetperf_launch
+  - module: fleetperf_preflight
+author:
+  - The fleetperf project
+"""
+
+EXAMPLES = r"""
+- name: Stop the workload and release the host lease
+  fleetperf_stop:
+    run_dir: /var/lib/fleetperf/runs/distilbert-20250101-120000-ab12
+    lease: /var/lib/fleetperf/runs/fleetperf.lease
+
+- name: Stop a peer of a failed host, saying why
+  fleetperf_stop:
+    run_dir: /var/lib/fleetperf/runs/distilbert-20250101-120000-ab12
+    reason: host node-1 failed
+    grace: 30
+"""
+
+RETURN = r"""
+msg:
+  description: What was found, V(never started), V(finished), V(gone) (the supervisor
+    died without an exit code) or V(stopped).
+  returned: unless the docker engine failed
+  type: str
+  sample: stopped
+signal:
+  description: The last signal sent to the workload's processes (V(15) or V(9)).
+  returned: when a process workload was stopped
+  type: int
+  sample: 15
+removed:
+  description: How many of the run's containers were removed.
+  returned: when the run has a container
+  type: int
+  sample: 1
+released:
+  description: Always true where present; the run's lease at O(lease) was released.
+  returned: when O(lease) was held by this run
+  type: bool
+  sample: true
 """
 
 import contextlib

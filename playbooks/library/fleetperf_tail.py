@@ -52,6 +52,89 @@ options:
     description: Seconds without a new event at which C(stalled) turns true.
     type: float
     required: true
+extends_documentation_fragment: action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: In check mode it neither stores the offset nor writes C(exit_code) or
+      C(poll_cpu_s).
+  diff_mode: {support: none}
+  platform: {platforms: posix}
+seealso:
+  - module: fleetperf_launch
+  - module: fleetperf_stop
+author:
+  - The fleetperf project
+"""
+
+EXAMPLES = r"""
+- name: Poll events until the workload ends, times out or stalls
+  fleetperf_tail:
+    run_dir: /var/lib/fleetperf/runs/distilbert-20250101-120000-ab12
+    wait: 30
+    min_gap: 0.5
+    timeout_s: 3600
+    stall_s: 600
+  register: poll
+  until: poll.finished or poll.timed_out or poll.stalled
+  retries: 100000000
+  delay: 0
+"""
+
+RETURN = r"""
+lines:
+  description: The complete new lines of C(events.jsonl), at most O(max_bytes) of them
+    (none with O(lines=false)); a line over 64 KiB comes back cut.
+  returned: always
+  type: list
+  elements: str
+  sample: ['{"event": "step", "step": 10, "loss": 2.31}']
+offset:
+  description: The offset in C(events.jsonl) just past the last line returned.
+  returned: always
+  type: int
+  sample: 20480
+exit_code:
+  description: The workload's exit code (V(-1) when C(exit_code) is unreadable); not
+    C(rc), which Ansible would fail on.
+  returned: always (null while the workload runs)
+  type: int
+  sample: 0
+finished:
+  description: The workload ended and every line written before has been returned.
+  returned: always
+  type: bool
+  sample: false
+events_bytes:
+  description: The size of C(events.jsonl), for a controller that follows it itself.
+  returned: always
+  type: int
+  sample: 20480
+timed_out:
+  description: The workload still runs O(timeout_s) after its launch.
+  returned: always
+  type: bool
+  sample: false
+stalled:
+  description: The workload still runs and wrote no event for O(stall_s).
+  returned: always
+  type: bool
+  sample: false
+stderr_tail:
+  description: The last 2000 bytes of C(stderr.log).
+  returned: always (null while the workload runs)
+  type: str
+  sample: "RuntimeError: CUDA out of memory"
+stop_reason:
+  description: Why M(fleetperf_stop) signalled the workload, if it did.
+  returned: always (null unless it was stopped)
+  type: str
+  sample: host node-1 failed
+cpu_s:
+  description: The CPU time this poll took on the host (also added to C(poll_cpu_s)).
+  returned: always
+  type: float
+  sample: 0.061
 """
 
 import os
