@@ -13,8 +13,54 @@ description:
     play to collect their files.
 options:
   run_dir: {description: The run's directory (shared)., type: path, required: true}
-  reason: {description: Why (kept in cancel_reason)., type: str, default: stopped by fleetperf}
-  grace: {description: Longest wait for the end, in seconds., type: float, default: 120}
+  reason:
+    description: Why the job is cancelled (kept in C(cancel_reason)).
+    type: str
+    default: stopped by fleetperf
+  grace: {description: Longest wait for the job's end (seconds)., type: float, default: 120}
+extends_documentation_fragment: action_common_attributes
+attributes:
+  check_mode: {support: none}
+  diff_mode: {support: none}
+  platform: {platforms: posix}
+requirements:
+  - The Slurm client commands (C(scontrol), C(sacct), C(scancel)) on the login host.
+seealso:
+  - module: fleetperf_slurm_submit
+  - module: fleetperf_collect
+author:
+  - The fleetperf project
+"""
+
+EXAMPLES = r"""
+- name: Cancel the Slurm job
+  fleetperf_slurm_cancel:
+    run_dir: /shared/fleetperf/runs/distilbert-20250101-120000-ab12
+  register: cancelled
+
+- name: Collect each node's files
+  ansible.builtin.include_tasks: slurm_collect.yml
+  loop: "{{ cancelled.nodes }}"
+"""
+
+RETURN = r"""
+job_id:
+  description: The run's Slurm job id; null when none was submitted.
+  returned: always
+  type: str
+  sample: "4711"
+state:
+  description: The job's state once the cancel took effect (V(UNKNOWN) when Slurm no
+    longer knows it).
+  returned: when the job was cancelled
+  type: str
+  sample: CANCELLED
+nodes:
+  description: The names of the node directories under O(run_dir)/nodes.
+  returned: success
+  type: list
+  elements: str
+  sample: [node-1, node-2]
 """
 
 import os

@@ -13,27 +13,110 @@ description:
     shared filesystem as this host sees it.
   - Creates O(run_root)/O(run_id) with C(config.json), which the nodes read.
 options:
-  host: {description: The inventory name, for messages., type: str, required: true}
-  partition: {description: The partition ("" = the cluster's default)., type: str, default: ""}
+  host:
+    description: The inventory name, for messages.
+    type: str
+    required: true
+  partition:
+    description: The partition (V("") is the cluster's default).
+    type: str
+    default: ""
   nnodes: {description: Nodes the config needs., type: int, required: true}
   devices: {description: Devices per node the config needs., type: int, required: true}
-  gres: {description: 'The devices'' GRES name, e.g. gpu ("" = CPUs).', type: str, default: ""}
-  constraint: {description: Node features asked for (sbatch --constraint)., type: str, default: ""}
-  run_root: {description: Run directories, on the shared filesystem., type: path, required: true}
+  gres:
+    description: The devices' GRES name, for example V(gpu) (V("") counts CPUs).
+    type: str
+    default: ""
+  constraint:
+    description: Node features asked for (C(sbatch --constraint)).
+    type: str
+    default: ""
+  run_root:
+    description: Where run directories live, on the shared filesystem.
+    type: path
+    required: true
   run_id: {description: The run., type: str, required: true}
-  case: {description: The case, for the hint that stages its data., type: str, required: true}
+  case:
+    description: The case, for the hint that stages its data.
+    type: str
+    required: true
   data_dir: {description: The case's data directory (shared)., type: path, required: true}
   requires:
     description: Paths under O(data_dir) that must exist.
     type: list
     elements: str
     default: []
-  paths: {description: 'Other paths the nodes use: name -> path (shared).', type: dict, default: {}}
-  config: {description: The resolved config, written as config.json., type: dict, required: true}
+  paths:
+    description: "Other paths the nodes use, by name: name -> path (shared)."
+    type: dict
+    default: {}
+  config:
+    description: The resolved config, written as C(config.json).
+    type: dict
+    required: true
   data_manifest:
-    description: The file fleetperf prepare writes in O(data_dir).
+    description: The file C(fleetperf prepare) writes in O(data_dir); its C(synthetic)
+      comes back as RV(synthetic_data).
     type: str
     required: true
+extends_documentation_fragment: action_common_attributes
+attributes:
+  check_mode: {support: none}
+  diff_mode: {support: none}
+  platform: {platforms: posix}
+requirements:
+  - The Slurm client commands (C(scontrol), C(sinfo)) on the login host.
+seealso:
+  - module: fleetperf_slurm_submit
+author:
+  - The fleetperf project
+"""
+
+EXAMPLES = r"""
+- name: Check the partition and the shared paths
+  fleetperf_slurm_check:
+    host: "{{ inventory_hostname }}"
+    partition: gpu
+    nnodes: 2
+    devices: 8
+    gres: gpu
+    run_root: /shared/fleetperf/runs
+    run_id: distilbert-20250101-120000-ab12
+    case: distilbert
+    data_dir: /shared/fleetperf/data/distilbert
+    requires: [train.jsonl]
+    paths: {the case: /shared/fleetperf/repo/cases/distilbert}
+    config: {case: distilbert, nnodes: 2, nproc_per_node: 8}
+    data_manifest: fleetperf-data.json
+"""
+
+RETURN = r"""
+run_dir:
+  description: The run's directory, O(run_root)/O(run_id), now created.
+  returned: success
+  type: path
+  sample: /shared/fleetperf/runs/distilbert-20250101-120000-ab12
+partition:
+  description: O(partition) as given (V("") for the default one).
+  returned: success
+  type: str
+  sample: gpu
+usable_nodes:
+  description: How many nodes of the partition can take one task of the config.
+  returned: success
+  type: int
+  sample: 4
+load_per_cpu:
+  description: Always null; the nodes are not known before Slurm picks them.
+  returned: success
+  type: float
+  sample: null
+synthetic_data:
+  description: Whether C(fleetperf prepare --synthetic) made the data; null when the
+    manifest does not say.
+  returned: success
+  type: bool
+  sample: false
 """
 
 import json

@@ -28,6 +28,97 @@ options:
     description: Seconds without an event after which C(stalled).
     type: float
     required: true
+extends_documentation_fragment: action_common_attributes
+attributes:
+  check_mode: {support: none}
+  diff_mode: {support: none}
+  platform: {platforms: posix}
+requirements:
+  - The Slurm client commands (C(scontrol), C(sacct)) on the login host.
+seealso:
+  - module: fleetperf_slurm_submit
+  - module: fleetperf_slurm_cancel
+author:
+  - The fleetperf project
+"""
+
+EXAMPLES = r"""
+- name: Follow the job
+  fleetperf_slurm_poll:
+    run_dir: /shared/fleetperf/runs/distilbert-20250101-120000-ab12
+    wait: 30
+    timeout_s: 3600
+    stall_s: 600
+  register: poll
+  until: poll.finished or poll.timed_out or poll.stalled
+  retries: 100000000
+  delay: 0
+"""
+
+RETURN = r"""
+job_id:
+  description: The run's Slurm job id.
+  returned: success
+  type: str
+  sample: "4711"
+run_dir:
+  description: O(run_dir) as given.
+  returned: success
+  type: path
+  sample: /shared/fleetperf/runs/distilbert-20250101-120000-ab12
+state:
+  description: The job's state (V(UNKNOWN) once Slurm no longer knows it).
+  returned: success
+  type: str
+  sample: RUNNING
+reason:
+  description: Why the job is pending (V("") when Slurm gives none).
+  returned: success
+  type: str
+  sample: Resources
+nodes:
+  description: The nodes Slurm chose, in node rank order (none while pending).
+  returned: success
+  type: list
+  elements: str
+  sample: [node-1, node-2]
+partition:
+  description: The job's partition.
+  returned: success
+  type: str
+  sample: gpu
+finished:
+  description: The job is in an end state.
+  returned: success
+  type: bool
+  sample: false
+exit_code:
+  description: V(0) only for COMPLETED with every node's workload at 0, else V(1).
+  returned: success (null until the job ended)
+  type: int
+  sample: 0
+message:
+  description: How the job ended, as the operator should read it, with the failing
+    node's stderr (V("") while it runs, or when it passed).
+  returned: success
+  type: str
+  sample: "slurm job 4711 on node-1, node-2: failed; node node-2 exited with code 1: ..."
+events_bytes:
+  description: Each node's C(events.jsonl) size, by node (the controller follows the
+    files itself).
+  returned: success
+  type: dict
+  sample: {node-1: 20480, node-2: 20311}
+timed_out:
+  description: The job has run O(timeout_s) and not ended.
+  returned: success
+  type: bool
+  sample: false
+stalled:
+  description: The job runs and no node wrote an event for O(stall_s).
+  returned: success
+  type: bool
+  sample: false
 """
 
 import json

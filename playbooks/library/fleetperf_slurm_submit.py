@@ -32,13 +32,20 @@ options:
     required: true
   chdir: {description: The job's working directory., type: path, required: true}
   data_dir: {description: The case's data directory., type: path, required: true}
-  env: {description: Extra environment variables, never logged., type: dict, default: {}}
-  partition: {type: str, default: "", description: sbatch --partition}
-  account: {type: str, default: "", description: sbatch --account}
-  qos: {type: str, default: "", description: sbatch --qos}
-  constraint: {type: str, default: "", description: sbatch --constraint}
-  gres: {type: str, default: "", description: 'GRES name per node; the count is O(nproc_per_node).'}
-  time_limit: {type: str, default: "", description: sbatch --time}
+  env:
+    description: Extra environment variables (tokens such as C(HF_TOKEN)); never logged
+      (C(no_log)).
+    type: dict
+    default: {}
+  partition: {type: str, default: "", description: C(sbatch --partition) (V("") for none).}
+  account: {type: str, default: "", description: C(sbatch --account) (V("") for none).}
+  qos: {type: str, default: "", description: C(sbatch --qos) (V("") for none).}
+  constraint: {type: str, default: "", description: C(sbatch --constraint) (V("") for none).}
+  gres:
+    description: The devices' GRES name per node; the count is O(nproc_per_node).
+    type: str
+    default: ""
+  time_limit: {type: str, default: "", description: C(sbatch --time) (V("") for none).}
   extra_options:
     type: list
     elements: str
@@ -51,6 +58,61 @@ options:
     description: How nodes run the image.
   image: {type: str, default: "", description: The image for O(container).}
   mounts: {type: list, elements: str, default: [], description: Paths bound into the container.}
+extends_documentation_fragment: action_common_attributes
+attributes:
+  check_mode: {support: none}
+  diff_mode: {support: none}
+  platform: {platforms: posix}
+requirements:
+  - The Slurm client command C(sbatch) on the login host; C(pyxis) or C(apptainer) on the
+    nodes for O(container).
+seealso:
+  - module: fleetperf_slurm_check
+  - module: fleetperf_slurm_poll
+  - module: fleetperf_slurm_cancel
+author:
+  - The fleetperf project
+"""
+
+EXAMPLES = r"""
+- name: Submit the job
+  fleetperf_slurm_submit:
+    run_dir: /shared/fleetperf/runs/distilbert-20250101-120000-ab12
+    run_id: distilbert-20250101-120000-ab12
+    nnodes: 2
+    nproc_per_node: 8
+    workload:
+      - /shared/fleetperf/repo/cases/distilbert/run.py
+      - --config
+      - /shared/fleetperf/runs/distilbert-20250101-120000-ab12/config.json
+      - --data-dir
+      - /shared/fleetperf/data/distilbert
+      - --run-dir
+    python: /shared/fleetperf/venv/bin/python
+    chdir: /shared/fleetperf/repo
+    data_dir: /shared/fleetperf/data/distilbert
+    partition: gpu
+    gres: gpu
+    time_limit: "02:00:00"
+    extra_options: [--exclude=node-9]
+"""
+
+RETURN = r"""
+job_id:
+  description: The Slurm job id (also in C(slurm_job_id) in O(run_dir)).
+  returned: success
+  type: str
+  sample: "4711"
+partition:
+  description: O(partition) as given.
+  returned: when the job was submitted now
+  type: str
+  sample: gpu
+msg:
+  description: V(already submitted) when O(run_dir) already named a job.
+  returned: when the run dir was submitted before
+  type: str
+  sample: already submitted
 """
 
 import os
