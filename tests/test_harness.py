@@ -22,18 +22,10 @@ TAIL = REPO / "playbooks" / "library" / "fleetperf_tail.py"
 MODULE_UTILS = REPO / "playbooks" / "module_utils"
 # Runs a module file with the repository's module_utils importable as
 # ansible.module_utils.<name>, as Ansible's module packaging provides them.
-RUN_MODULE = """
-import importlib.util, runpy, sys
-from pathlib import Path
-for path in Path(sys.argv[1]).glob("*.py"):
-    name = "ansible.module_utils." + path.stem
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-sys.argv = sys.argv[2:]
-runpy.run_path(sys.argv[0], run_name="__main__")
-"""
+RUN_MODULE = (
+    "import runpy, sys, ansible.module_utils as mu; mu.__path__.append(sys.argv.pop(1)); "
+    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+)
 
 
 def read_events(path: Path, offset: int = 0) -> tuple[list[dict], int]:

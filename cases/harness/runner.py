@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from harness.case import CaseFile, Hyper, load_case_file
 from harness.device import open_device
@@ -437,7 +437,7 @@ class Run:
         ]
 
 
-def run_case(file: str, main: Callable[[Run], None]) -> int:
+def run_case(file: str, main: Callable[[Run], None]) -> NoReturn:
     """A case's entry point: ``sys.exit(harness.run_case(__file__, main))``. Parses the
     contract's arguments, builds the ``Run`` from the case.yaml beside ``file`` and calls
     ``main(run)``; failures become an ``error`` event and exit code 2 (bad input) or 1."""

@@ -8,14 +8,13 @@ data path, an unreadable config, an unsupported setting): nothing was trained.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import sys
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from harness.dist import DistEnv
 from harness.events import EventWriter
@@ -90,7 +89,7 @@ def guarded(events: EventWriter, main: Callable[[], int | None]) -> int:
 def run_workload(
     description: str,
     main: Callable[[argparse.Namespace, DistEnv, EventWriter], int | None],
-) -> int:
+) -> NoReturn:
     """The contract's entry point (docs/workload-contract.md): parse --config, --data-dir
     and --run-dir, open the rank's event writer, and run ``main`` under ``guarded``."""
     parser = argparse.ArgumentParser(description=description)
@@ -101,7 +100,10 @@ def run_workload(
     env = DistEnv.from_env()
     events = EventWriter(args.run_dir / "events.jsonl", env.rank, env.local_rank)
     code = guarded(events, lambda: main(args, env, events))
-    # The interpreter's last collections walk every object torch made: about a second
-    # between the result and the exit on this 2-core machine; frozen, they skip them.
-    gc.freeze()
-    return code
+    # Every event is written and flushed by now. Leave without the interpreter's teardown:
+    # its collections walk every object torch made (about a second on 2 cores), and the
+    # destructors of torch's and deepspeed's C++ threads can abort a rank after a passed
+    # result ("terminate called without an active exception"), failing the run.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
