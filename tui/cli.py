@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -141,18 +140,8 @@ def cmd_prepare(case_name: str, synthetic: bool, data_root: Path, src: Path | No
     if src is not None:
         argv += ["--from", str(src.resolve())]
     env = {**os.environ, "PYTHONPATH": str(catalog.HARNESS_DIR)}
-    code = subprocess.run(argv, env=env, check=False).returncode
-    # What the record will say of the data: synthetic, or staged from where. (Without
-    # either, the script only checks data already there, whose manifest stays as it is.)
-    if code == 0 and (synthetic or src is not None):
-        manifest = {
-            "synthetic": synthetic,
-            "source": str(src.resolve()) if src is not None else None,
-            "prepared": datetime.now(UTC).isoformat(timespec="seconds"),
-        }
-        path = data_root / case.name / catalog.DATA_MANIFEST
-        path.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    return code
+    # prepare.py (harness.prepare_main) writes the data manifest the record reads.
+    return subprocess.run(argv, env=env, check=False).returncode
 
 
 def _open_store(results_dir: Path) -> ResultStore:
