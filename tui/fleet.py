@@ -41,6 +41,7 @@ from tui.events import (
     parse_line,
     task_action,
 )
+from tui.extravars import declared
 from tui.stream import SSH_SAFETY, Follower, Reach
 
 # The Slurm executor's modules (playbooks/slurm.yml) whose results the tracker reads.
@@ -294,8 +295,9 @@ class Launch:
         }
 
     def extravars(self) -> dict[str, Any]:
+        """run.yml's and slurm.yml's extra vars (playbooks/vars/extra_vars.yml)."""
         spec = self.spec
-        return {
+        values = {
             "fleetperf_run_id": self.run_id,
             "fleetperf_case": spec.case.name,
             "fleetperf_case_path": _case_path(spec.case.dir),
@@ -321,6 +323,7 @@ class Launch:
             "fleetperf_expected_context": self.image.context if self.image else "",
             **controller_vars(self.results_dir, self.data_root),
         }
+        return declared("run", values)
 
 
 @dataclass
@@ -627,6 +630,7 @@ def stop_run(
         "fleetperf_host_files": list(HOST_FILES),
         **controller_vars(results_dir, data_root),
     }
+    extravars = declared("stop", extravars)
     runner = _runner(run_dir / "ansible-cleanup", "stop.yml", inventory, extravars, len(hosts))
     return runner.rc == 0
 
