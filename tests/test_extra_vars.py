@@ -106,3 +106,14 @@ def test_stop_yml_checks_its_extra_vars(tmp_path: Path):
     rc, failed = play(tmp_path, "stop.yml", {**values, "fleetperf_hosts": ["localhost"]})
     assert rc != 0 and list(failed) == [CHECK_TASK], failed
     assert "fleetperf_fetch_dir" in failed[CHECK_TASK]
+
+
+@pytest.mark.slow  # ansible-playbook, twice
+def test_slurm_yml_checks_its_extra_vars_first(tmp_path: Path):
+    good = launch(tmp_path).extravars()
+    rc, failed = play(tmp_path, "slurm.yml", {**good, "fleetperf_requires": {"a": 1}})
+    assert rc != 0 and list(failed) == [CHECK_TASK], failed
+    assert "fleetperf_requires" in failed[CHECK_TASK]
+    # Past the check: localhost is no Slurm login host.
+    rc, failed = play(tmp_path, "slurm.yml", good)
+    assert rc != 0 and list(failed) == ["Check the executor"], failed
