@@ -643,6 +643,15 @@ def test_collect_snapshots_regular_files_only(run_dir: Path, host_file: Path) ->
     assert bad["failed"] and "'../x' is not a plain file name" in bad["msg"]
 
 
+def test_collect_of_a_run_dir_never_made_collects_nothing(tmp_path: Path) -> None:
+    """A cleanup after a preflight that failed before the run dir (or its root) existed."""
+    missing = tmp_path / "no-root" / "run-1"
+    res, _ = module("fleetperf_collect", tmp_path, run_dir=str(missing), files=["stdout.log"])
+    assert not res.get("failed"), res
+    assert res["files"] == [] and res["skipped"] == ["stdout.log"] and "dir" not in res
+    assert not (tmp_path / "no-root").exists()
+
+
 def test_the_controllers_copy_follows_no_link(tmp_path: Path, host_file: Path) -> None:
     src = tmp_path / "runs" / "run-1"
     src.mkdir(parents=True)

@@ -52,7 +52,7 @@ EXAMPLES = r"""
 RETURN = r"""
 dir:
   description: The new private directory beside O(run_dir) that holds the copies.
-  returned: success
+  returned: when O(run_dir) exists
   type: path
   sample: /var/lib/fleetperf/runs/.collect-distilbert-20250101-120000-ab12-k3j9x2
 files:
@@ -106,6 +106,8 @@ def main() -> None:
     bad = [n for n in names if not n or "/" in n or n in (".", "..")]
     if bad:
         module.fail_json(msg=f"fleetperf_collect: files: {bad[0]!r} is not a plain file name")
+    if not os.path.isdir(module.params["run_dir"]):  # never created (a preflight failed first)
+        module.exit_json(changed=False, files=[], skipped=names)
     dest, copied, skipped = collect(module.params["run_dir"], names)
     module.exit_json(changed=True, dir=dest, files=copied, skipped=skipped)
 
