@@ -12,21 +12,13 @@ from importlib import metadata
 from pathlib import Path
 
 from tui import catalog
+from tui.paths import DEFAULT_INVENTORY, default_data_root, default_results_dir, store_path
 from tui.record import RUN_ID, STATUSES, RunRecord
 from tui.store import ResultStore, interrupted_line, mark_interrupted
 from tui.tables import FORMATS, render
 from tui.term import printable
 
 SUBCOMMANDS = ("cases", "prepare", "results", "cleanup", "peak", "serve", "new-case")
-DEFAULT_INVENTORY = catalog.REPO_ROOT / "inventory" / "local.yml"
-
-
-def default_results_dir() -> Path:
-    return Path(os.environ.get("FLEETPERF_RESULTS", catalog.REPO_ROOT / "results"))
-
-
-def default_data_root() -> Path:
-    return Path(os.environ.get("FLEETPERF_DATA", catalog.REPO_ROOT / "data"))
 
 
 def _main_parser() -> argparse.ArgumentParser:
@@ -145,7 +137,7 @@ def cmd_prepare(case_name: str, synthetic: bool, data_root: Path, src: Path | No
 
 
 def _open_store(results_dir: Path) -> ResultStore:
-    path = results_dir / "fleetperf.sqlite"
+    path = store_path(results_dir)
     if not path.is_file():
         raise catalog.CatalogError(f"no results store at {path} (run a case first)")
     return ResultStore(path)

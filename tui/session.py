@@ -33,6 +33,7 @@ from tui.events import (
     RunStarted,
     SysSample,
 )
+from tui.paths import store_path
 from tui.record import CaseMetric, RunRecord, now_utc_iso, write_result_json
 from tui.store import ResultStore, controller_id, mark_interrupted
 
@@ -222,7 +223,7 @@ class Session:
         self.lease_wait_s = lease_wait_s  # how long a run waits for a host another holds
         self.results_dir = results_dir
         self.data_root = data_root
-        self.store = ResultStore(results_dir / "fleetperf.sqlite")
+        self.store = ResultStore(store_path(results_dir))
         self._inventory: fleet.Inventory | None = None
         # Runs that a controller on this machine left running when it died.
         self.interrupted = mark_interrupted(self.store)

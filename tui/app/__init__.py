@@ -8,7 +8,7 @@ def main(read_only: bool = False) -> int:
     """Run the app in this terminal on the default inventory, results and data;
     ``read_only``: as served in a browser (no provisioning, no chosen export path)."""
     from tui.app.app import AppConfig, FleetperfApp
-    from tui.cli import DEFAULT_INVENTORY, default_data_root, default_results_dir
+    from tui.paths import DEFAULT_INVENTORY, default_data_root, default_results_dir
 
     config = AppConfig(
         inventory=DEFAULT_INVENTORY.resolve(),

@@ -22,10 +22,10 @@ from tui.app.screens.dashboard import DashboardScreen
 from tui.app.screens.dialogs import ConfirmScreen, HelpScreen
 from tui.app.screens.hosts import HostsScreen
 from tui.app.screens.results import ResultsScreen
+from tui.paths import store_path
 from tui.session import Batch, RunHandle, RunPlan, Session
 from tui.term import printable
 
-STORE_NAME = "fleetperf.sqlite"
 # The footer shows the four screen keys as one group ("1234 screens"); help names each.
 SCREENS = Binding.Group("screens", compact=True)
 
@@ -42,7 +42,7 @@ class AppConfig:
 
     @property
     def store_path(self) -> Path:
-        return self.results_dir / STORE_NAME
+        return store_path(self.results_dir)
 
 
 class FleetperfApp(App[int]):
