@@ -7,7 +7,7 @@ from pathlib import Path
 
 from seed_records import seed001_records
 
-from tui.store import ResultStore
+from tui.store import SCHEMA_VERSION, ResultStore
 
 JOB = {"job_id": "42", "partition": "debug", "nodes": ["node1", "node2"], "state": "COMPLETED"}
 
@@ -27,5 +27,5 @@ def test_a_version_4_store_gains_the_slurm_job(tmp_path: Path) -> None:
         assert got.executor == "slurm" and got.slurm == JOB
         assert got.to_json_dict()["slurm"] == JOB
     conn = sqlite3.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     conn.close()

@@ -24,12 +24,14 @@ from tui.events import (
     WorkloadError,
     WorkloadStarted,
 )
+from tui.references import flag_line
 from tui.session import Batch, Session
 from tui.store import interrupted_line
 from tui.tables import render
 from tui.term import printable
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_FLAGGED = 3  # every run passed, but a metric is outside its band (docs/references.md)
 
 
 @dataclass
@@ -43,6 +45,7 @@ class BatchArgs:
     data_root: Path
     fmt: str
     wait_s: float = 0.0
+    judge: bool = True  # --no-judge: no verdicts, no exit 3
 
 
 def pair_cases(cases: list[str], configs: list[str]) -> list[tuple[str, str]]:
@@ -161,7 +164,11 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
         sets = catalog.parse_sets(args.sets)
         pairs = pair_cases(args.cases, args.configs)
         session = Session(
-            args.inventory, args.results_dir, args.data_root, lease_wait_s=args.wait_s
+            args.inventory,
+            args.results_dir,
+            args.data_root,
+            lease_wait_s=args.wait_s,
+            judge=args.judge,
         )
     except catalog.CatalogError as exc:
         print(printable(f"fleetperf: error: {exc}"), file=err)
@@ -185,7 +192,12 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
     if records:
         print(file=out)
         print(printable(render(records, args.fmt)), file=out)
+    flags = [flag_line(r, c) for r in records if r.verdict for c in r.verdict.flagged]
+    for line in flags:
+        print(printable(line), file=out)
     statuses = {run.status for run in batch.runs}
     if "bad_input" in statuses:
         return EXIT_BAD_INPUT
-    return EXIT_OK if statuses == {"passed"} else EXIT_FAILED
+    if statuses != {"passed"}:
+        return EXIT_FAILED
+    return EXIT_FLAGGED if flags else EXIT_OK

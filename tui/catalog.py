@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
 from tui.record import CaseMetric, column_key, metric_registry
+from tui.references import Reference, parse_references
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The harness always lives here; FLEETPERF_CASES_DIR points the catalog at other cases.
@@ -116,6 +117,8 @@ class VendorConfig(_Strict):
     nnodes: PositiveInt
     nproc_per_node: PositiveInt
     overrides: dict[str, Any] = Field(default_factory=dict)
+    # Published figures for this hardware (tui/references.py, docs/references.md).
+    references: list[Reference] = Field(default_factory=list)
     path: Path
 
     @property
@@ -234,19 +237,28 @@ def load_config(case: CaseSpec, ref: str) -> VendorConfig:
         known = ", ".join(config_refs(case)) or "none"
         raise CatalogError(f"case {case.name}: no config {ref!r} (known: {known})")
     data = _load_yaml(path)
-    extra = sorted(set(data) - {"overrides"})
+    extra = sorted(set(data) - {"overrides", "references"})
     if extra:
-        raise CatalogError(f"{_rel(path)}: {extra[0]}: unknown field (only 'overrides')")
+        raise CatalogError(
+            f"{_rel(path)}: {extra[0]}: unknown field (only 'overrides', 'references')"
+        )
     overrides = data.get("overrides") or {}
     if not isinstance(overrides, dict):
         raise CatalogError(f"{_rel(path)}: overrides: expected a mapping")
     _check_overrides(case, _rel(path), "overrides", overrides)
+    try:
+        references = parse_references(data.get("references") or [], metric_registry(case.metrics))
+    except ValueError as exc:
+        raise CatalogError(f"{_rel(path)}: {exc}") from None
+    for i, ref in enumerate(references):
+        _check_overrides(case, _rel(path), f"references.{i}.hp", ref.hp)
     return VendorConfig(
         vendor=vendor,
         chip=match["chip"],
         nnodes=int(match["nnodes"]),
         nproc_per_node=int(match["nproc"]),
         overrides=overrides,
+        references=references,
         path=path,
     )
 

@@ -21,6 +21,8 @@ from typing import Any, Literal, Self
 from harness.metrics import METRICS, Metric, registry
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tui.references import Verdict
+
 Status = Literal["passed", "failed", "aborted", "running", "interrupted"]
 LOADED = 0.5  # load per CPU from which a run's host counts as busy with other work
 STATUSES = ("passed", "failed", "aborted", "running", "interrupted")
@@ -145,6 +147,9 @@ class RunRecord(BaseModel):
     # None where the data was staged without fleetperf prepare. Tables flag synthetic runs.
     synthetic_data: bool | None = None
     case_metrics: list[CaseMetric] = Field(default_factory=list)
+    # A passed run against its references and history (docs/references.md); None: not
+    # judged (not passed, or --no-judge).
+    verdict: Verdict | None = None
 
     # INTERNAL: for the store, the tables and cleanup; not part of the JSON record.
     batch_id: str | None = None

@@ -23,7 +23,7 @@ from typing import Literal
 
 from harness.vendors import precision_problem
 
-from tui import catalog, fleet, images, stream
+from tui import catalog, fleet, images, references, stream
 from tui.events import (
     DROPPED,
     CaseResult,
@@ -217,8 +217,10 @@ class Session:
         data_root: Path,
         cases_dir: Path = catalog.CASES_DIR,
         lease_wait_s: float = 0.0,
+        judge: bool = True,
     ) -> None:
         self.inventory = inventory
+        self.judge = judge  # passed runs get a verdict (tui/references.py)
         self.cases_dir = cases_dir
         self.lease_wait_s = lease_wait_s  # how long a run waits for a host another holds
         self.results_dir = results_dir
@@ -306,6 +308,8 @@ class Session:
             run._finish("bad_input", self._with_data_root(outcome.error or "", spec), None)
             return
         record = self._finished(record, outcome, DROPPED.take(run.run_id))
+        if self.judge:
+            record = references.judge(record, spec, self.store)
         # result.json first, the store last: once the store says the run ended, its
         # result.json is there and whole (a controller killed between the two leaves the
         # row 'running', which the next controller marks interrupted).

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, Self
 
 from tui.record import RunRecord
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_S = 60.0  # how long one controller waits for another's write
 
 _RUNS = """CREATE TABLE runs (
@@ -54,7 +54,8 @@ _RUNS = """CREATE TABLE runs (
     run_dir        TEXT,
     inventory      TEXT,
     controller     TEXT,
-    cleaned        INTEGER NOT NULL DEFAULT 0
+    cleaned        INTEGER NOT NULL DEFAULT 0,
+    verdict        TEXT NOT NULL DEFAULT 'null'  -- JSON object or null (tui/references.py)
 )"""
 _METRICS = """CREATE TABLE metrics (
     run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
@@ -88,6 +89,7 @@ _JSON_FIELDS = (
     "columns",
     "short_names",
     "slurm",
+    "verdict",
 )
 _COLUMNS = tuple(_COLUMN.get(f, f) for f in _RUN_FIELDS)
 _UPSERT_RUN = (
@@ -204,6 +206,8 @@ class ResultStore:
                 columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
                 if version <= 4 and "slurm" not in columns:  # the Slurm job (executor slurm)
                     conn.execute("ALTER TABLE runs ADD COLUMN slurm TEXT NOT NULL DEFAULT 'null'")
+                if version <= 5 and "verdict" not in columns:  # a passed run's verdict
+                    conn.execute("ALTER TABLE runs ADD COLUMN verdict TEXT NOT NULL DEFAULT 'null'")
             for statement in _INDEXES:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

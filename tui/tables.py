@@ -115,6 +115,15 @@ def _hp_value(value: Any) -> str:
 
 
 def _case_table(case: str, runs: list[RunRecord], ids: bool) -> str:
+    header, rows, legend = case_table(runs, ids)
+    lines = [f"### {case}", "", _md_row(header), _md_row(["---"] * len(header))]
+    lines += [_md_row(cells) for cells in rows]
+    return "\n".join(lines) + "\n" + (f"\n{legend}\n" if legend else "")
+
+
+def case_table(runs: list[RunRecord], ids: bool) -> tuple[list[str], list[list[str]], str]:
+    """One case's seed-style table as cells: header, rows and the units legend (markdown
+    here, HTML in the report)."""
     columns = _merged_columns(runs)
     metrics: dict[str, Metric] = {}
     for run in runs:
@@ -128,7 +137,7 @@ def _case_table(case: str, runs: list[RunRecord], ids: bool) -> str:
         *(_header(spec) for spec in columns),
         *(["status"] if show_status else []),
     ]
-    lines = [f"### {case}", "", _md_row(header), _md_row(["---"] * len(header))]
+    rows = []
     keys = {column_key(spec, metrics) for spec in columns}
     for run in runs:
         cells = [short_id(run.run_id), run.started[:10]] if ids else []
@@ -136,9 +145,8 @@ def _case_table(case: str, runs: list[RunRecord], ids: bool) -> str:
         cells += [_cell(run, column_key(spec, metrics), keys, metrics) for spec in columns]
         if show_status:
             cells.append(_status_cell(run))
-        lines.append(_md_row(cells))
-    legend = _legend(keys, metrics)
-    return "\n".join(lines) + "\n" + (f"\n{legend}\n" if legend else "")
+        rows.append(cells)
+    return header, rows, _legend(keys, metrics)
 
 
 def _legend(keys: set[str], metrics: dict[str, Metric]) -> str:

@@ -1,0 +1,308 @@
+"""References and history: is a passed run's number where it should be?
+
+Two sources give a metric a band (docs/references.md):
+
+- **References** (ReFrame's idea): a vendor config declares published figures with
+  tolerances as fractions, e.g. ``p_core 287.9 samples/s, lower -0.10``. A reference
+  judges a run only on the hardware it names (the config's chip and devices, the
+  accelerator the workload reported) with the hyperparameters it was measured with;
+  elsewhere it is shown, not judged.
+- **History**: earlier passed runs of the same case, config, hyperparameters, accelerator
+  and data kind (synthetic or not). Band: the median of the last ``HISTORY_RUNS`` runs
+  ± max(``K_MAD`` × 1.4826 × MAD, tolerance × |median|), on the side that matters for
+  the metric (throughput down, loss up, memory up); needs ``MIN_HISTORY`` runs.
+
+Controller code: no torch, no textual. Pure functions but ``judge`` (which reads the store).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from harness.metrics import Metric
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+if TYPE_CHECKING:
+    from tui.catalog import RunSpec
+    from tui.record import RunRecord
+    from tui.store import ResultStore
+
+HISTORY_RUNS = 10  # the band comes from the newest this many comparable runs
+MIN_HISTORY = 3  # fewer comparable runs: history does not judge
+K_MAD = 3.0  # half-width in robust standard deviations
+MAD_TO_SIGMA = 1.4826  # MAD x this = the standard deviation of normal noise
+DEFAULT_TOLERANCE = 0.10  # least half-width, as a fraction of the median
+# Metrics whose runs spread more by nature: wall time from process start (imports, data
+# loading, time to a target accuracy), and accuracy at the evaluation that ended the run.
+TOLERANCE = {"e2e_time": 0.20, "e2e_time_main": 0.20, "acc": 0.05}
+DEFAULT_REFERENCE_TOLERANCE = 0.10  # a reference's side that matters, when not given
+
+
+class Reference(BaseModel):
+    """One published figure in a vendor config (``references:``): ReFrame's (value,
+    lower, upper, unit) with fractions of the value; a bound given as null is open."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    metric: str
+    value: float
+    lower: float | None = Field(default=None, le=0)
+    upper: float | None = Field(default=None, ge=0)
+    unit: str
+    # Where the figure comes from (seed, row, what the row says); shown with it.
+    source: str = Field(min_length=1)
+    # The accelerator the figure was measured on: a part of the name the workload reports
+    # (environment.accelerator, e.g. "A100-SXM4-40GB"); default the config's chip.
+    device: str | None = Field(default=None, min_length=1)
+    # Hyperparameters that differ from the config's for this figure (a seed's second row).
+    hp: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("value")
+    @classmethod
+    def _finite(cls, value: float) -> float:
+        if not math.isfinite(value):
+            raise ValueError("must be a finite number")
+        return value
+
+    def bounds(self, metric: Metric) -> tuple[float | None, float | None]:
+        """The band's low and high ends. A bound not written defaults by the metric's
+        direction: 10 % on the side that matters, open on the other (both for a metric
+        with no direction)."""
+        lower, upper = self.lower, self.upper
+        if "lower" not in self.model_fields_set and metric.higher_is_better is not False:
+            lower = -DEFAULT_REFERENCE_TOLERANCE
+        if "upper" not in self.model_fields_set and metric.higher_is_better is not True:
+            upper = DEFAULT_REFERENCE_TOLERANCE
+        scale = abs(self.value)
+        return (
+            None if lower is None else self.value + lower * scale,
+            None if upper is None else self.value + upper * scale,
+        )
+
+
+class Check(BaseModel):
+    """One metric of one run against one band."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    metric: str
+    value: float
+    low: float | None  # None: open on that side
+    high: float | None
+    source: Literal["reference", "history"]
+    basis: str  # where the band came from, in one line
+    flagged: bool
+
+
+class Verdict(BaseModel):
+    """What judging a passed run found: every check, and why some were not made."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    checks: list[Check] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+    @property
+    def flagged(self) -> list[Check]:
+        return [c for c in self.checks if c.flagged]
+
+
+def parse_references(raw: Any, metrics: dict[str, Metric]) -> list[Reference]:
+    """A config's ``references`` list, validated; ValueError naming the entry and field."""
+    if not isinstance(raw, list):
+        raise ValueError("references: expected a list")
+    refs = []
+    for i, item in enumerate(raw):
+        where = f"references.{i}"
+        if not isinstance(item, dict):
+            raise ValueError(f"{where}: expected a mapping")
+        try:
+            ref = Reference(**item)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err["loc"])
+            raise ValueError(f"{where}.{field}: {err['msg']}") from None
+        metric = metrics.get(ref.metric)
+        if metric is None:
+            raise ValueError(f"{where}.metric: unknown metric {ref.metric!r}")
+        if ref.unit != metric.unit:
+            raise ValueError(
+                f"{where}.unit: {ref.unit!r} is not {ref.metric}'s unit ({metric.unit!r})"
+            )
+        refs.append(ref)
+    return refs
+
+
+def fmt_band(metric: Metric, low: float | None, high: float | None) -> str:
+    """'>= 259.1', '<= 32.9', '259.1..316.7' in the metric's own format."""
+    if low is not None and high is not None:
+        return f"{metric.show(low)}..{metric.show(high)}"
+    if low is not None:
+        return f">= {metric.show(low)}"
+    return f"<= {metric.show(high)}" if high is not None else "any"
+
+
+def outside(value: float, low: float | None, high: float | None) -> bool:
+    return (low is not None and value < low) or (high is not None and value > high)
+
+
+# -- history --------------------------------------------------------------------------
+
+
+def tolerance(metric: str) -> float:
+    return TOLERANCE.get(metric, DEFAULT_TOLERANCE)
+
+
+def history_band(
+    values: Sequence[float], metric: Metric
+) -> tuple[float | None, float | None, float, float] | None:
+    """(low, high, median, half-width) from earlier values, oldest first; None when there
+    are fewer than MIN_HISTORY or the metric has no direction. Only the side that matters
+    is bounded."""
+    if metric.higher_is_better is None or len(values) < MIN_HISTORY:
+        return None
+    recent = list(values)[-HISTORY_RUNS:]
+    median = statistics.median(recent)
+    mad = statistics.median(abs(v - median) for v in recent)
+    half = max(K_MAD * MAD_TO_SIGMA * mad, tolerance(metric.name) * abs(median))
+    if metric.higher_is_better:
+        return median - half, None, median, half
+    return None, median + half, median, half
+
+
+def comparable_key(record: RunRecord) -> tuple[Any, ...]:
+    """What a run is compared on: case, vendor config, every hyperparameter, the
+    accelerator it reported (the chip class: on CPU the CPU model) and whether its data
+    was synthetic (unknown counts as real)."""
+    hp = tuple(sorted((k, repr(v)) for k, v in record.hp.items()))
+    accelerator = str(record.environment.get("accelerator") or "")
+    return (record.case, record.vendor, record.config, hp, accelerator, bool(record.synthetic_data))
+
+
+def history_of(record: RunRecord, earlier: Iterable[RunRecord]) -> list[RunRecord]:
+    """The passed runs ``record`` is compared with, oldest first (the newest HISTORY_RUNS)."""
+    key = comparable_key(record)
+    runs = [
+        r
+        for r in earlier
+        if r.status == "passed"
+        and r.run_id != record.run_id
+        and (r.started, r.run_id) < (record.started, record.run_id)
+        and comparable_key(r) == key
+    ]
+    runs.sort(key=lambda r: (r.started, r.run_id))
+    return runs[-HISTORY_RUNS:]
+
+
+def history_checks(record: RunRecord, history: list[RunRecord]) -> tuple[list[Check], list[str]]:
+    checks: list[Check] = []
+    notes: list[str] = []
+    if len(history) < MIN_HISTORY:
+        notes.append(
+            f"history: {len(history)} comparable passed run(s), {MIN_HISTORY} needed: not judged"
+        )
+        return checks, notes
+    metrics = record.registry()
+    for name, value in record.metrics.items():
+        metric = metrics.get(name)
+        if value is None or metric is None:
+            continue
+        values = [v for r in history if (v := r.metrics.get(name)) is not None]
+        band = history_band(values, metric)
+        if band is None:
+            continue
+        low, high, median, half = band
+        basis = (
+            f"history: median {metric.show(median)} of {len(values)} earlier passed run(s)"
+            f" ± {half / abs(median) * 100 if median else 0:.0f} %"
+        )
+        checks.append(
+            Check(
+                metric=name,
+                value=value,
+                low=low,
+                high=high,
+                source="history",
+                basis=basis,
+                flagged=outside(value, low, high),
+            )
+        )
+    return checks, notes
+
+
+# -- references -----------------------------------------------------------------------
+
+
+def why_not_judged(ref: Reference, spec: RunSpec, record: RunRecord) -> str | None:
+    """Why ``ref`` does not judge this run (another accelerator, other hyperparameters),
+    or None when it does."""
+    device = ref.device or spec.config.chip
+    accelerator = str(record.environment.get("accelerator") or "")
+    if not accelerator:
+        return f"the run reported no accelerator (the reference is for {device})"
+    if device.lower() not in accelerator.lower():
+        return f"ran on {accelerator}, the reference is for {device}"
+    expected = {**spec.case.defaults, **spec.config.overrides, **ref.hp}
+    if record.hp != expected:
+        differ = sorted(k for k in {*expected, *record.hp} if expected.get(k) != record.hp.get(k))
+        return f"hyperparameters differ from the reference's ({', '.join(differ)})"
+    return None
+
+
+def reference_checks(
+    record: RunRecord, spec: RunSpec, refs: Iterable[Reference]
+) -> tuple[list[Check], list[str]]:
+    checks: list[Check] = []
+    notes: list[str] = []
+    metrics = record.registry()
+    for ref in refs:
+        metric = metrics[ref.metric]
+        value = record.metrics.get(ref.metric)
+        reason = why_not_judged(ref, spec, record)
+        label = f"reference {ref.metric} {metric.show(ref.value)} {ref.unit}".rstrip()
+        if reason is not None:
+            notes.append(f"{label}: shown, not judged: {reason}")
+            continue
+        if value is None:
+            notes.append(f"{label}: the run has no {ref.metric}")
+            continue
+        low, high = ref.bounds(metric)
+        checks.append(
+            Check(
+                metric=ref.metric,
+                value=value,
+                low=low,
+                high=high,
+                source="reference",
+                basis=f"{label} ({ref.source})",
+                flagged=outside(value, low, high),
+            )
+        )
+    return checks, notes
+
+
+def judge(record: RunRecord, spec: RunSpec, store: ResultStore) -> RunRecord:
+    """The record with its verdict: a passed run against its config's references and its
+    history in the store; other runs are not judged (verdict None)."""
+    if record.status != "passed":
+        return record
+    ref_checks, ref_notes = reference_checks(record, spec, spec.config.references)
+    history = history_of(record, store.list(case=record.case))
+    hist_checks, hist_notes = history_checks(record, history)
+    verdict = Verdict(checks=ref_checks + hist_checks, notes=ref_notes + hist_notes)
+    return record.model_copy(update={"verdict": verdict})
+
+
+def flag_line(record: RunRecord, check: Check) -> str:
+    """The line --batch prints for a flagged metric: name, value, band and its source."""
+    metric = record.registry().get(check.metric)
+    show = metric.show if metric else str
+    unit = f" {metric.unit}" if metric and metric.unit and metric.fmt != "pct" else ""
+    band = fmt_band(metric, check.low, check.high) if metric else "?"
+    return (
+        f"FLAGGED {record.case} {record.vendor}/{record.config} run {record.run_id}:"
+        f" {check.metric} {show(check.value)}{unit} outside {band} ({check.basis})"
+    )
