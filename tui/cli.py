@@ -13,12 +13,12 @@ from pathlib import Path
 
 from tui import catalog
 from tui.paths import DEFAULT_INVENTORY, default_data_root, default_results_dir, store_path
-from tui.record import RUN_ID, STATUSES, RunRecord
+from tui.record import RUN_ID, STATUSES, RunRecord, utc_iso
 from tui.store import ResultStore, interrupted_line, mark_interrupted
 from tui.tables import FORMATS, render
 from tui.term import printable
 
-SUBCOMMANDS = ("cases", "prepare", "results", "cleanup", "peak", "serve", "new-case")
+SUBCOMMANDS = ("cases", "prepare", "results", "report", "cleanup", "peak", "serve", "new-case")
 
 
 def _main_parser() -> argparse.ArgumentParser:
@@ -46,6 +46,11 @@ def _main_parser() -> argparse.ArgumentParser:
         default=0.0,
         metavar="SECONDS",
         help="wait up to SECONDS for hosts another controller holds (default: refuse at once)",
+    )
+    p.add_argument(
+        "--no-judge",
+        action="store_true",
+        help="no verdicts against references and history, so no exit 3 (docs/references.md)",
     )
     p.add_argument("--version", action="version", version=f"fleetperf {version()}")
     return p
@@ -85,6 +90,17 @@ def _sub_parser() -> argparse.ArgumentParser:
         " with their run directories",
     )
     res.add_argument("--older-than", type=float, metavar="DAYS", help="runs started before")
+    rep = sub.add_parser(
+        "report", help="one offline HTML page: tables, throughput, history bands, loss curve"
+    )
+    rep.add_argument("--case", action="append", default=[], help="this case only (repeatable)")
+    rep.add_argument(
+        "--since",
+        metavar="DATE",
+        help="runs started at or after DATE (2026-11-01 or ISO time, UTC)",
+    )
+    rep.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
+    rep.add_argument("--results", type=Path, default=None)
     clean = sub.add_parser(
         "cleanup", help="stop what interrupted runs left on their hosts, and mark them"
     )
@@ -177,6 +193,33 @@ def cmd_results(args: argparse.Namespace, results_dir: Path) -> int:
         print(f"no {which}runs" + (f" of case {args.case}" if args.case else "") + " in the store")
     if hidden and args.format == "md":
         print(f"({hidden} run(s) with another status hidden: --status all shows them)")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace, results_dir: Path) -> int:
+    from tui import report
+
+    since = None
+    if args.since:
+        try:
+            moment = datetime.fromisoformat(args.since)
+        except ValueError:
+            raise catalog.CatalogError(
+                f"--since {args.since!r}: expected a date (2026-11-01) or an ISO time"
+            ) from None
+        since = utc_iso(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
+    with _open_store(results_dir) as store:
+        records = store.list()
+    unknown = [c for c in args.case if c not in {r.case for r in records}]
+    if unknown:
+        raise catalog.CatalogError(f"--case {unknown[0]!r}: no runs of it in {store.path}")
+    if args.case:
+        records = [r for r in records if r.case in args.case]
+    try:
+        report.write_report(args.output, report.render(records, results_dir, since))
+    except OSError as exc:
+        raise catalog.CatalogError(f"-o {args.output}: {exc.strerror}") from None
+    print(printable(f"wrote {args.output} ({len(records)} run(s))"))
     return 0
 
 
@@ -303,6 +346,8 @@ def main(argv: list[str] | None = None) -> int:
                 return cmd_peak(args.data_root or default_data_root())
             if args.command == "serve":
                 return _app("serve", args.host, args.port, args.allow_write)
+            if args.command == "report":
+                return cmd_report(args, args.results or default_results_dir())
             if args.command == "cleanup":
                 return cmd_cleanup(
                     (args.results or default_results_dir()).resolve(),
@@ -327,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
                 data_root=(args.data_root or default_data_root()).resolve(),
                 fmt=args.format,
                 wait_s=args.wait,
+                judge=not args.no_judge,
             )
         )
     except catalog.CatalogError as exc:

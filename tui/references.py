@@ -284,15 +284,19 @@ def reference_checks(
     return checks, notes
 
 
+def verdict_for(record: RunRecord, spec: RunSpec, earlier: Iterable[RunRecord]) -> Verdict:
+    """``record`` against its config's references and its history among ``earlier``."""
+    ref_checks, ref_notes = reference_checks(record, spec, spec.config.references)
+    hist_checks, hist_notes = history_checks(record, history_of(record, earlier))
+    return Verdict(checks=ref_checks + hist_checks, notes=ref_notes + hist_notes)
+
+
 def judge(record: RunRecord, spec: RunSpec, store: ResultStore) -> RunRecord:
-    """The record with its verdict: a passed run against its config's references and its
-    history in the store; other runs are not judged (verdict None)."""
+    """The record with its verdict against the store's runs of its case; a run that did
+    not pass is not judged (verdict None)."""
     if record.status != "passed":
         return record
-    ref_checks, ref_notes = reference_checks(record, spec, spec.config.references)
-    history = history_of(record, store.list(case=record.case))
-    hist_checks, hist_notes = history_checks(record, history)
-    verdict = Verdict(checks=ref_checks + hist_checks, notes=ref_notes + hist_notes)
+    verdict = verdict_for(record, spec, store.list(case=record.case))
     return record.model_copy(update={"verdict": verdict})
 
 
