@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from tui import caseimports
 from tui.catalog import REPO_ROOT
 
 IMAGES = REPO_ROOT / "images"
@@ -46,6 +47,18 @@ SOURCE_ARGS = frozenset(
     {"PIP_FIND_LINKS", "PIP_NO_INDEX"}
     | {p for name in ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY") for p in (name, name.lower())}
 )
+
+
+# What each vendor's base image (or the Dockerfile, before requirements.txt) installs that
+# case code imports, by distribution name, and where it comes from: the vendor's own builds,
+# matched to the host's driver, never from requirements.txt. With the requirements it is what
+# a case may import on a docker host of the vendor (tui/caseimports.py; docs/containers.md).
+BASE_PACKAGES: dict[str, dict[str, str]] = {
+    "cpu": {"torch": "Dockerfile, TORCH_VERSION from the CPU wheel index"},
+    "nvidia": {"torch": "Dockerfile, TORCH_VERSION from PyPI (CUDA libraries as wheels)"},
+    "iluvatar": {"torch": "the base image: Iluvatar's CoreX build"},
+    "kunlunxin": {"torch": "the base image: Kunlunxin's XPyTorch build"},
+}
 
 
 class Expected(NamedTuple):
@@ -114,6 +127,31 @@ def expected_image(vendor: str, base_image: str | None = None) -> str | None:
     """The tag run.yml's preflight insists on for docker hosts of ``vendor``; None for a
     vendor without images/<vendor>."""
     return image_tag(vendor, base_image) if has_image(vendor) else None
+
+
+def provided(vendor: str) -> set[str]:
+    """The distributions (normalized names) ``vendor``'s image holds for case code: its
+    requirements.txt lines (``name==version``) and BASE_PACKAGES."""
+    lines = (IMAGES / vendor / "requirements.txt").read_text().splitlines()
+    pinned = {ln.split("==")[0].strip() for ln in lines if ln.strip()[:1] not in ("", "#")}
+    return {caseimports.normalize(d) for d in pinned | set(BASE_PACKAGES.get(vendor, {}))}
+
+
+def lacks(vendor: str, case_dir: Path, entrypoint: str) -> str | None:
+    """What ``vendor``'s image lacks of the distributions the case at ``case_dir`` imports
+    (one line naming them and the requirements file), or None when it has them all."""
+    imports = caseimports.required(case_dir, entrypoint, HARNESS)
+    missing = caseimports.lacking(imports, provided(vendor))
+    if not missing:
+        return None
+    what = ", ".join(
+        f"{dist} (import {', '.join(mods)} in {imports[mods[0]][0]})"
+        for dist, mods in sorted(missing.items())
+    )
+    return (
+        f"images/{vendor}/requirements.txt lacks {what}, which the case imports and the "
+        f"{vendor} base image does not bring: pin each there (name==version), rebuild the image"
+    )
 
 
 def ran(tag: str, image_ids: dict[str, str]) -> str:

@@ -207,6 +207,16 @@ class Batch:
                 self._wake.notify_all()
 
 
+def _check_image(inv: fleet.Inventory, spec: catalog.RunSpec, hosts: list[str]) -> None:
+    """A docker host runs the vendor's image: refuse the run before anything starts when
+    the image lacks a package the case imports (a process host's Python: in preflight)."""
+    vendor = spec.config.vendor
+    if images.has_image(vendor) and any(fleet.executor(inv, h) == "docker" for h in hosts):
+        problem = images.lacks(vendor, spec.case.dir, spec.case.entrypoint)
+        if problem:
+            raise catalog.CatalogError(f"{spec.case.name} {spec.config.ref}: {problem}")
+
+
 class Session:
     """Plans and runs cases against one inventory, one results directory, one data root."""
 
@@ -254,6 +264,7 @@ class Session:
         for spec in specs:
             for _ in range(repeat):
                 hosts = fleet.select_hosts(self._inventory, spec, used)
+                _check_image(self._inventory, spec, hosts)
                 for host in hosts:
                     used[host] = used.get(host, 0) + 1
                 plans.append(RunPlan(fleet.new_run_id(spec.case.name), spec, hosts))
