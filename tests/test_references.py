@@ -4,8 +4,10 @@ catalog, and --batch's exit 3 through the real command."""
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -240,3 +242,25 @@ def test_batch_exits_3_on_a_flagged_metric_and_0_without_judging(emitter: Fleetp
     verdicts = {r["run_id"]: r["verdict"] for r in emitter.records()}
     assert sum(v is None for v in verdicts.values()) == 1  # the --no-judge run
     assert any(v and any(c["flagged"] for c in v["checks"]) for v in verdicts.values())
+
+
+def test_the_regression_benchmark_reads_flags_and_counts_false_alarms() -> None:
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "regression_detect.py"
+    spec = importlib.util.spec_from_file_location("regression_detect", path)
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # its dataclasses look their module up there
+    spec.loader.exec_module(bench)
+    cpu = _spec("cpu/CPUx1x1")
+    with_history = [_record(i, cpu, accelerator="AMD EPYC", p_core=30.0) for i in range(3)]
+    slow = _record(9, cpu, accelerator="AMD EPYC", p_core=14.0)
+    (flag,) = verdict_for(slow, cpu, with_history).flagged
+    assert bench.flagged_metrics(f"table\n{flag_line(slow, flag)}\n") == ["p_core"]
+    Run = bench.Run
+    runs = [Run("warmup", 0, 30.0, 0.1, []) for _ in range(3)]
+    runs += [Run("loaded", 3, 14.0, 1.2, ["p_core", "p_whole"])]
+    runs += [Run("quiet", 0, 29.0 + i / 10, 0.1, []) for i in range(9)]
+    runs += [Run("quiet", 3, 24.0, 0.2, ["p_core"])]
+    got = bench.summarize(runs)
+    assert got["loaded_caught"] and got["false_alarms"] == 1 and got["quiet_judged"] == 10
+    assert got["p_core_median"] == pytest.approx(29.55) and got["loaded_p_core"] == [14.0]
+    assert not bench.summarize(runs[:3] + [Run("loaded", 0, 28.0, 1.1, [])])["loaded_caught"]
