@@ -5,10 +5,13 @@ build needed; and the controller refuses, at plan time, a docker host whose imag
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+from test_modules import preflight
 
 from tui import caseimports, catalog, images
 from tui.catalog import CatalogError
@@ -128,3 +131,48 @@ def test_a_process_host_is_not_judged_by_the_image(tmp_path, old_images):
         assert s.plan([("llama2_7b_finetune-pytorch", "cpu/CPUx1x1")])
     finally:
         s.close()
+
+
+# --- a process host: the preflight asks the workload's Python ----------------------------
+
+
+def test_preflight_refuses_a_python_that_cannot_import_the_case(tmp_path):
+    case = next(c for c in CASES if c.name == "llama2_7b_finetune-pytorch")
+    imports = {
+        m: caseimports.distribution(m)
+        for m in caseimports.required(case.dir, case.entrypoint, images.HARNESS)
+    }
+    ok, _ = preflight(tmp_path, run_id="ok", python=sys.executable, imports=imports)
+    assert not ok.get("failed"), ok  # this venv has peft, deepspeed, ...
+    # A venv of the system Python: the standard library, no torch, no peft.
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    res, _ = preflight(
+        tmp_path, run_id="bare", python=str(bare / "bin" / "python"), imports=imports
+    )
+    assert res["failed"]
+    assert res["msg"] == (
+        f"host h1: {bare}/bin/python cannot import peft, psutil, torch, transformers, yaml, "
+        "which case imports: install peft, psutil, pyyaml, torch, transformers for it "
+        "(fleetperf_python)"
+    )
+    assert not (tmp_path / "runs" / "bare").exists()  # refused before the run dir
+    gone, _ = preflight(tmp_path, run_id="gone", python=str(tmp_path / "nope"), imports=imports)
+    assert gone["failed"] and gone["msg"].startswith(f"host h1: workload python {tmp_path}/nope: ")
+
+
+def test_the_controller_passes_the_derived_imports_to_the_plays(tmp_path):
+    s = Session(REPO / "inventory" / "local.yml", tmp_path / "results", tmp_path / "data")
+    try:
+        (plan,) = s.plan([("llama2_7b-deepspeed", "cpu/CPUx1x2")])
+        extra = s._launch(plan).extravars()
+    finally:
+        s.close()
+    assert extra["fleetperf_imports"] == {
+        "deepspeed": "deepspeed",
+        "numpy": "numpy",
+        "psutil": "psutil",
+        "torch": "torch",
+        "transformers": "transformers",
+        "yaml": "pyyaml",
+    }

@@ -4,7 +4,7 @@ in a container end to end through ``fleetperf --batch``.
 
 No registry is reachable: the base image comes from scripts/make-base-image (docker
 import), and pip inside the build gets its wheels from a wheelhouse that this test
-downloads with this machine's pip configuration (CPU torch, never CUDA) and serves on
+fills (pip wheel) with this machine's pip configuration (CPU torch, never CUDA) and serves on
 127.0.0.1 (the build's RUN steps use the host network). Everything the engine holds lives
 in its data root under the test's temp dir, deleted at the end; no container outlives a
 test.
@@ -32,7 +32,7 @@ import yaml
 from conftest import REPO, Fleetperf
 from dockerd import Dockerd, missing
 
-from tui import images
+from tui import caseimports, catalog, images
 
 pytestmark = [
     pytest.mark.skipif(missing() is not None, reason=str(missing())),
@@ -68,17 +68,18 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory):
     """CPU torch and the image's requirements as wheels, served over HTTP on 127.0.0.1."""
     wheels = tmp_path_factory.mktemp("wheels")
     # torch by its +cpu local version: where no CPU wheel is configured this fails at once
-    # instead of fetching the CUDA build and its gigabytes.
+    # instead of fetching the CUDA build and its gigabytes. `pip wheel`: deepspeed is
+    # published as source only, and the image's build has no index to build it from.
     requirements = str(images.IMAGES / "cpu" / "requirements.txt")
     done = subprocess.run(
         [
             sys.executable,
             "-m",
             "pip",
-            "download",
+            "wheel",
             "-q",
-            "--only-binary=:all:",
-            "-d",
+            "--prefer-binary",
+            "-w",
             str(wheels),
             "torch==2.13.0+cpu",
             "-r",
@@ -88,7 +89,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory):
         text=True,
         timeout=900,
     )
-    assert done.returncode == 0, f"pip download: {done.stderr[-2000:]}"
+    assert done.returncode == 0, f"pip wheel: {done.stderr[-2000:]}"
     handler = functools.partial(QuietHandler, directory=str(wheels))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -209,6 +210,22 @@ def test_the_cpu_image_holds_torch_transformers_and_the_harness(engine, cpu_imag
     )
     assert labels[images.LABEL] == images.context_hash("cpu", BASE)
     assert labels[images.BASE_LABEL] == BASE
+    # Every module a case with cpu configs imports (peft, deepspeed, ...) imports in it.
+    cases = [catalog.load_case(n) for n in catalog.case_names()]
+    needed = sorted(
+        {
+            m
+            for c in cases
+            if (c.dir / "configs" / "cpu").is_dir()
+            for m in caseimports.required(c.dir, c.entrypoint, images.HARNESS)
+        }
+    )
+    assert {"peft", "deepspeed"} <= set(needed)
+    load = "import importlib, sys; [importlib.import_module(m) for m in sys.argv[1:]]"
+    done = engine.docker(
+        "run", "--rm", tag, "python", "-c", load, *needed, check=False, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 @pytest.mark.slow

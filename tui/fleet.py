@@ -26,7 +26,7 @@ import yaml
 from ansible_runner import Runner, RunnerConfig
 from ansible_runner.utils import get_callback_dir
 
-from tui import images
+from tui import caseimports, images
 from tui.catalog import DATA_MANIFEST, REPO_ROOT, CatalogError, RunSpec
 from tui.events import (
     PREFLIGHT_ACTION,
@@ -315,6 +315,10 @@ class Launch:
             "fleetperf_fetch_dir": str(self.run_dir / "hosts"),
             "fleetperf_host_files": list(HOST_FILES),
             "fleetperf_data_manifest": DATA_MANIFEST,
+            "fleetperf_imports": {
+                m: caseimports.distribution(m)
+                for m in caseimports.required(spec.case.dir, spec.case.entrypoint, images.HARNESS)
+            },
             "fleetperf_follow": {
                 host: "here" if how.ssh is None else "ssh" for host, how in self.follow.items()
             },

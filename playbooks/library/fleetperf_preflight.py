@@ -5,7 +5,8 @@ DOCUMENTATION = r"""
 module: fleetperf_preflight
 short_description: Check a fleetperf host and take its lease, in one module run
 description:
-  - Fails with one line naming O(host) when the case's data is missing, when the run root
+  - Fails with one line naming O(host) when the case's data is missing, when O(python)
+    cannot find a module of O(imports), when the run root
     has less than O(min_free_gib) free, when O(master_port) is taken on this host, or when
     another run holds the host lease and does not let go within O(lease_wait_s).
   - Creates O(run_root)/O(run_id), writes O(config) there as C(config.json), and creates
@@ -67,6 +68,16 @@ options:
       made). Its C(synthetic) comes back as RV(synthetic_data), null where it is absent.
     type: str
     required: true
+  python:
+    description: The workload's interpreter (C(fleetperf_python)) on a process host; it must
+      find each module of O(imports) (C(importlib.util.find_spec), in this module's
+      environment, without importing them).
+    type: str
+  imports:
+    description: Top-level modules the workload imports (tui/caseimports.py) -> the
+      distribution that provides each, for the message. Checked only with O(python).
+    type: dict
+    default: {}
 extends_documentation_fragment: action_common_attributes
 attributes:
   check_mode: {support: none}
@@ -93,6 +104,8 @@ EXAMPLES = r"""
     controller: {host: ctl.example.org, pid: 4242, boot_id: 7c1e0b6e-0d7a-4a43-9a52-3a8f1c2b9e10}
     lease_wait_s: 60
     data_manifest: fleetperf-data.json
+    python: /opt/fleetperf/venv/bin/python
+    imports: {torch: torch, transformers: transformers, yaml: pyyaml}
   register: ready
 """
 
@@ -134,6 +147,7 @@ synthetic_data:
 import json
 import os
 import socket
+import subprocess
 import time
 
 from ansible.module_utils import fleetperf_docker
@@ -156,6 +170,26 @@ def synthetic_data(data_dir: str, manifest: str) -> bool | None:
     except (OSError, ValueError, AttributeError):
         return None
     return value if isinstance(value, bool) else None
+
+
+# Prints the modules of argv that the interpreter cannot find; imports none of them.
+FIND = (
+    "import importlib.util, sys; "
+    "print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))"
+)
+
+
+def unimportable(python: str, modules: list[str]) -> tuple[list[str], str | None]:
+    """The modules ``python`` cannot find, and why it could not say (None when it could)."""
+    try:
+        done = subprocess.run(
+            [python, "-c", FIND, *modules], capture_output=True, text=True, timeout=120
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return [], str(exc)
+    if done.returncode != 0:
+        return [], (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
+    return done.stdout.split(), None
 
 
 def load_per_cpu() -> float:
@@ -255,6 +289,8 @@ def main() -> None:
             "lease_wait_s": {"type": "float", "default": 0},
             "lease_stale_s": {"type": "float", "default": 60},
             "data_manifest": {"type": "str", "required": True},
+            "python": {"type": "str"},
+            "imports": {"type": "dict", "default": {}},
         },
         supports_check_mode=False,
     )
@@ -266,6 +302,16 @@ def main() -> None:
         module.fail_json(
             msg=f"host {host}: missing {missing[0]} (stage it with: fleetperf prepare {p['case']})"
         )
+    if p["python"] and p["imports"]:
+        lacking, error = unimportable(p["python"], sorted(p["imports"]))
+        if error:
+            module.fail_json(msg=f"host {host}: workload python {p['python']}: {error}")
+        if lacking:
+            dists = sorted({str(p["imports"][m]) for m in lacking})
+            module.fail_json(
+                msg=f"host {host}: {p['python']} cannot import {', '.join(lacking)}, which "
+                f"{p['case']} imports: install {', '.join(dists)} for it (fleetperf_python)"
+            )
     free = free_gib(run_root)
     if free < p["min_free_gib"]:
         module.fail_json(
