@@ -264,3 +264,54 @@ def test_the_regression_benchmark_reads_flags_and_counts_false_alarms() -> None:
     assert got["loaded_caught"] and got["false_alarms"] == 1 and got["quiet_judged"] == 10
     assert got["p_core_median"] == pytest.approx(29.5) and got["loaded_p_core"] == [14.0]
     assert not bench.summarize(runs[:3] + [Run("loaded", 0, 28.0, 1.1, [])])["loaded_caught"]
+
+
+def test_the_results_screen_shows_the_flag_and_the_band(tmp_path: Path) -> None:
+    from app_support import history, make_app, plain, run, wait_for
+    from textual.widgets import DataTable, Static
+
+    from tui.app.screens.results import ResultsScreen
+
+    records = history()
+    spec = _spec("nvidia/A100x1x8")
+    newest = records[-2]  # run-new, after four runs at p_whole 1700..1760 (app_support.py)
+    assert newest.run_id == "run-new"
+    slower = {**newest.metrics, "p_whole": 1400.0}  # 1500 is inside the 15 % floor
+    flagged = newest.model_copy(update={"hp": spec.hp, "metrics": slower})
+    earlier = [r.model_copy(update={"hp": spec.hp}) for r in records if r.config == "A100x1x8"]
+    flagged = flagged.model_copy(update={"verdict": verdict_for(flagged, spec, earlier)})
+    assert [c.metric for c in flagged.verdict.flagged] == ["p_whole"]
+    with ResultStore(tmp_path / "results" / "fleetperf.sqlite") as store:
+        for r in records:
+            store.add(flagged if r.run_id == "run-new" else r)
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await pilot.press("4")
+            screen = app.screen
+            assert isinstance(screen, ResultsScreen)
+            table = screen.query_one("#history", DataTable)
+            await wait_for(pilot, lambda: table.row_count == len(records))
+            assert str(table.get_cell("run-new", "status")) == "passed ! p_whole"
+            table.focus()
+            await pilot.press("space", "down", "space")  # run-new and run-x8
+            await pilot.press("d")
+            text = plain(screen.query_one("#result-view", Static), width=160)
+            assert "verdict of run-new" in text and "! outside" in text
+            assert "history: median 1730.0 of 4 earlier passed" in text, text
+            assert ">= 1470.5" in text
+
+    run(scenario())
+
+
+def test_the_dashboard_line_names_the_configs_throughput_references() -> None:
+    from tui.references import rate_references
+
+    line = rate_references("distilbert-pytorch", "nvidia/A100x1x8")
+    assert line == (
+        "reference on A100-SXM4-40GB: p_core 1942.6 samples/s;"
+        " p_core 2181.0 samples/s with train_batch_size=96"
+    )
+    assert rate_references("distilbert-pytorch", "cpu/CPUx1x1") == ""
+    assert rate_references("no-such-case", "cpu/CPUx1x1") == ""

@@ -17,12 +17,13 @@ Controller code: no torch, no textual. Pure functions but ``judge`` (which reads
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from harness.metrics import Metric
+from harness.metrics import METRICS, Metric
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 if TYPE_CHECKING:
@@ -39,6 +40,17 @@ DEFAULT_TOLERANCE = 0.15  # least half-width, as a fraction of the median
 # loading, time to a target accuracy), and accuracy at the evaluation that ended the run.
 TOLERANCE = {"e2e_time": 0.25, "e2e_time_main": 0.25, "acc": 0.05}
 DEFAULT_REFERENCE_TOLERANCE = 0.10  # a reference's side that matters, when not given
+# A case's headline throughput (the seeds' bold column): the first of these it has.
+THROUGHPUT_ORDER = (
+    "p_core",
+    "tokens_per_s_per_device",
+    "p_infer_core",
+    "p_val_core",
+    "p_train",
+    "p_whole",
+    "p_infer_whole",
+    "p_val_whole",
+)
 
 
 class Reference(BaseModel):
@@ -310,3 +322,43 @@ def flag_line(record: RunRecord, check: Check) -> str:
         f"FLAGGED {record.case} {record.vendor}/{record.config} run {record.run_id}:"
         f" {check.metric} {show(check.value)}{unit} outside {band} ({check.basis})"
     )
+
+
+def check_rows(record: RunRecord) -> list[tuple[str, str, str, str, bool]]:
+    """The verdict as rows for a screen: metric, value, band, where it came from, flagged."""
+    if record.verdict is None:
+        return []
+    metrics = record.registry()
+    rows = []
+    for c in record.verdict.checks:
+        m = metrics.get(c.metric)
+        value = m.show(c.value) if m else f"{c.value:g}"
+        band = fmt_band(m, c.low, c.high) if m else "?"
+        rows.append((c.metric, value, band, c.basis, c.flagged))
+    return rows
+
+
+@functools.lru_cache(maxsize=64)  # the dashboard asks at every refresh
+def rate_references(case_name: str, config_ref: str) -> str:
+    """The config's throughput references in one line, for the dashboard beside the live
+    throughput ("" when it has none, or the case or config cannot be read)."""
+    from tui import catalog  # catalog imports this module: read at call time
+
+    try:
+        case = catalog.load_case(case_name)
+        config = catalog.load_config(case, config_ref)
+    except catalog.CatalogError:
+        return ""
+    have = {ref.metric for ref in config.references}
+    name = next((m for m in THROUGHPUT_ORDER if m in have), None)
+    parts = []
+    for ref in config.references:
+        if ref.metric != name:
+            continue
+        metric = METRICS[ref.metric]
+        cond = f" with {', '.join(f'{k}={v}' for k, v in ref.hp.items())}" if ref.hp else ""
+        parts.append(f"{ref.metric} {metric.show(ref.value)} {ref.unit}{cond}")
+    if not parts:
+        return ""
+    device = config.references[0].device or config.chip
+    return f"reference on {device}: " + "; ".join(parts)

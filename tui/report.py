@@ -25,6 +25,7 @@ from harness.metrics import Metric
 from tui import catalog
 from tui.record import RUN_ID, RunRecord
 from tui.references import (
+    THROUGHPUT_ORDER,
     Reference,
     comparable_key,
     fmt_band,
@@ -32,17 +33,6 @@ from tui.references import (
 )
 from tui.tables import case_table, format_fix_hp
 
-# The throughput a case's chart shows: the first of these its runs or references have.
-THROUGHPUT_ORDER = (
-    "p_core",
-    "tokens_per_s_per_device",
-    "p_infer_core",
-    "p_val_core",
-    "p_train",
-    "p_whole",
-    "p_infer_whole",
-    "p_val_whole",
-)
 MAX_POINTS = 200  # a history chart shows a series' newest this many runs
 MAX_CURVE = 500  # a loss curve is thinned to about this many points
 MAX_EVENTS_BYTES = 64 * 2**20  # read no more of an events.jsonl than this

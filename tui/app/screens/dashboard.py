@@ -16,6 +16,7 @@ from tui.app.safe import literal
 from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.widgets.charts import Chart, RunProgress
 from tui.app.widgets.livetable import LiveTable
+from tui.references import rate_references
 from tui.term import printable
 
 if TYPE_CHECKING:
@@ -174,6 +175,10 @@ class DashboardScreen(Screen[None]):
         text = f"[{view.status}] {view.case} {view.config}  run {view.run_id}"
         if view.error:
             text += f"  {view.error}"
+        # The published throughput for this config, beside the live one (docs/references.md).
+        reference = rate_references(view.case, view.config)
+        if reference and not view.error:
+            text += f"  ({reference})"
         label = self.query_one("#run-status", Label)
         label.update(literal(text, overflow="ellipsis", no_wrap=True), layout=False)
         label.set_class(view.status in ("failed", "aborted", "bad_input"), "error")

@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual import on, work
@@ -18,6 +19,7 @@ from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Sel
 from tui.app.compare import compare
 from tui.app.safe import literal
 from tui.record import RunRecord
+from tui.references import check_rows
 from tui.store import ResultStore, StoreError
 from tui.tables import FORMATS, render
 
@@ -148,7 +150,7 @@ class ResultsScreen(Screen[None]):
                 literal(r.started.replace("T", " ").rstrip("Z")),
                 literal(r.case),
                 literal(f"{r.vendor}/{r.config}"),
-                literal(r.status),
+                _status(r),
                 _metric(r, "p_whole", ".1f"),
                 _metric(r, "acc", ".3f"),
                 _metric(r, "loss", ".4f"),
@@ -208,9 +210,12 @@ class ResultsScreen(Screen[None]):
                 for r in self.records
                 if (r.case, r.vendor, r.config) == (after.case, after.vendor, after.config)
             ]
-            view.update(_compare_table(before, after, history))
+            table = _compare_table(before, after, history)
+            view.update(Group(table, _verdict_table(after)) if after.verdict else table)
         else:
-            view.update(literal(render(selection, "md")))
+            flagged = [r for r in selection if r.verdict and r.verdict.flagged]
+            tables = [literal(render(selection, "md")), *map(_verdict_table, flagged)]
+            view.update(Group(*tables) if flagged else tables[0])
 
     # -- export -----------------------------------------------------------------------
 
@@ -267,6 +272,32 @@ class ExportScreen(ModalScreen[tuple[str, Path] | None]):
         if path.suffix.lstrip(".") not in FORMATS:
             path = path.with_name(f"{path.name}.{fmt}")
         self.dismiss((fmt, path))
+
+
+def _status(record: RunRecord) -> Text:
+    """The status, and the metrics the run's verdict flagged (docs/references.md)."""
+    text = literal(record.status)
+    flagged = record.verdict.flagged if record.verdict else []
+    if flagged:
+        text.append(f" ! {', '.join(c.metric for c in flagged)}", style="bold red")
+    return text
+
+
+def _verdict_table(record: RunRecord) -> Table:
+    """Each metric the run was judged on: its value, the band and where the band came from."""
+    table = Table(
+        title=literal(f"verdict of {record.run_id}", style="table.title"),
+        title_justify="left",
+        expand=True,
+    )
+    for name in ("metric", "value", "band", "from", ""):
+        table.add_column(name, justify="right" if name in ("value", "band") else "left")
+    for metric, value, band, basis, flagged in check_rows(record):
+        flag = Text("! outside", style="bold red") if flagged else Text("")
+        table.add_row(literal(metric), literal(value), literal(band), literal(basis), flag)
+    for note in record.verdict.notes if record.verdict else []:
+        table.add_row("", "", "", literal(note), Text(""))
+    return table
 
 
 def _mark(marked: bool) -> Text:
