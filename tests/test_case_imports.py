@@ -11,6 +11,8 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+import yaml
+from conftest import Fleetperf
 from test_modules import preflight
 
 from tui import caseimports, catalog, images
@@ -176,3 +178,29 @@ def test_the_controller_passes_the_derived_imports_to_the_plays(tmp_path):
         "transformers": "transformers",
         "yaml": "pyyaml",
     }
+
+
+def test_a_process_host_whose_python_lacks_an_import_is_refused_by_the_play(tmp_path):
+    """Through the real run.yml: nothing is launched, exit 2, the host and modules named."""
+    bare = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    host = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        "fleetperf_executor": "process",
+        "fleetperf_repo_dir": str(REPO),
+        "fleetperf_python": str(bare / "bin" / "python"),
+        "fleetperf_data_root": str(tmp_path / "data"),
+        "fleetperf_run_root": str(tmp_path / "hosts" / "box1"),
+    }
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(yaml.safe_dump({"all": {"children": {"cpu": {"hosts": {"box1": host}}}}}))
+    fp = Fleetperf(REPO / "cases", tmp_path / "data", tmp_path / "results")
+    out = fp.batch("distilbert-pytorch", "cpu/CPUx1x1", args=("-i", str(inv)))
+    assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
+    assert (
+        f"host box1: {bare}/bin/python cannot import psutil, torch, transformers, yaml, which "
+        "distilbert-pytorch imports: install psutil, pyyaml, torch, transformers for it "
+        "(fleetperf_python)"
+    ) in out.stdout + out.stderr
+    assert not list((tmp_path / "hosts" / "box1").glob("distilbert*"))  # no run dir

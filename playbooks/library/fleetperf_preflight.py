@@ -5,8 +5,8 @@ DOCUMENTATION = r"""
 module: fleetperf_preflight
 short_description: Check a fleetperf host and take its lease, in one module run
 description:
-  - Fails with one line naming O(host) when the case's data is missing, when O(python)
-    cannot find a module of O(imports), when the run root
+  - Fails with one line naming O(host) when O(python) cannot find a module of O(imports),
+    when the case's data is missing, when the run root
     has less than O(min_free_gib) free, when O(master_port) is taken on this host, or when
     another run holds the host lease and does not let go within O(lease_wait_s).
   - Creates O(run_root)/O(run_id), writes O(config) there as C(config.json), and creates
@@ -297,11 +297,6 @@ def main() -> None:
     p = module.params
     host, run_root = p["host"], p["run_root"]
 
-    missing = missing_data(p["data_dir"], p["requires"])
-    if missing:
-        module.fail_json(
-            msg=f"host {host}: missing {missing[0]} (stage it with: fleetperf prepare {p['case']})"
-        )
     if p["python"] and p["imports"]:
         lacking, error = unimportable(p["python"], sorted(p["imports"]))
         if error:
@@ -312,6 +307,11 @@ def main() -> None:
                 msg=f"host {host}: {p['python']} cannot import {', '.join(lacking)}, which "
                 f"{p['case']} imports: install {', '.join(dists)} for it (fleetperf_python)"
             )
+    missing = missing_data(p["data_dir"], p["requires"])
+    if missing:
+        module.fail_json(
+            msg=f"host {host}: missing {missing[0]} (stage it with: fleetperf prepare {p['case']})"
+        )
     free = free_gib(run_root)
     if free < p["min_free_gib"]:
         module.fail_json(
