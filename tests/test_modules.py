@@ -553,6 +553,9 @@ def test_stop_scan_skips_a_process_gone_mid_scan(monkeypatch: pytest.MonkeyPatch
     import ansible.module_utils as mu
 
     monkeypatch.setattr(mu, "__path__", [*mu.__path__, str(MODULE_UTILS)])
+    # Ansible's module code replaces sys.intern, which breaks torch's compiler for any later
+    # test in this worker: put the original back afterwards.
+    monkeypatch.setattr(sys, "intern", sys.intern)
     stop = runpy.run_path(str(LIBRARY / "fleetperf_stop.py"), run_name="fleetperf_stop")
     listdir = os.listdir
 
