@@ -40,12 +40,53 @@ def test_every_shipped_config_resolves() -> None:
 def test_seed_rows_of_distilbert() -> None:
     case = catalog.load_case("distilbert-pytorch")
     one = catalog.resolve(case, catalog.load_config(case, "nvidia/A100x1x1"))
-    assert one.fix_hp == {"train_batch_size": 96, "learning_rate": 0.00015}
+    # The seed's "fp32" rows ran TF32 (issue 19): they run tf32; the precision column, not
+    # fix_hp, shows it, as in the seed.
+    assert one.fix_hp == {"precision": "tf32", "train_batch_size": 96, "learning_rate": 0.00015}
+    assert one.seed_fix_hp == {"train_batch_size": 96, "learning_rate": 0.00015}
     assert (one.config.chip, one.config.nnodes, one.config.nproc_per_node) == ("A100", 1, 1)
     eight = catalog.resolve(case, catalog.load_config(case, "nvidia/A100x1x8"))
-    assert eight.fix_hp == {} and eight.world_size == 8
+    assert eight.seed_fix_hp == {} and eight.world_size == 8
     two = catalog.resolve(case, catalog.load_config(case, "nvidia/A100x2x8"))
-    assert two.fix_hp == {"train_batch_size": 96} and two.world_size == 16
+    assert two.seed_fix_hp == {"train_batch_size": 96} and two.world_size == 16
+    for spec in (one, eight, two):
+        assert spec.precision == "tf32"
+    strict = catalog.resolve(
+        case, catalog.load_config(case, "nvidia/A100x1x1"), {"precision": "fp32"}
+    )
+    assert strict.precision == "fp32" and "precision" not in strict.fix_hp
+
+
+def test_tf32_is_accepted_where_the_vendor_and_chip_have_it(cases: Path) -> None:
+    """One precision list (harness.vendors); tf32 on NVIDIA Ampere and later only: refused
+    on the CPU and on a V100 in one line naming where it came from, before any launch."""
+    from harness.vendors import PRECISIONS, PRECISIONS_BY_VENDOR
+
+    assert catalog.PRECISIONS is PRECISIONS
+    assert {p for ps in PRECISIONS_BY_VENDOR.values() for p in ps} == set(PRECISIONS)
+    case = catalog.load_case("distilbert-pytorch", cases)
+    a100 = catalog.load_config(case, "nvidia/A100x1x1")
+    assert catalog.resolve(case, a100, {"precision": "tf32"}).precision == "tf32"
+    cpu = catalog.load_config(case, "cpu/CPUx1x1")
+    with pytest.raises(catalog.CatalogError) as err:
+        catalog.resolve(case, cpu, catalog.parse_sets(["precision=tf32"]))
+    assert str(err.value) == (
+        "distilbert-pytorch cpu/CPUx1x1: precision 'tf32' is not available on vendor 'cpu';"
+        " it has fp32, bf16"
+    )
+    volta = cases / "distilbert-pytorch" / "configs" / "nvidia" / "V100x1x1.yaml"
+    volta.write_text("overrides: {precision: tf32}\n")
+    with pytest.raises(catalog.CatalogError) as err:
+        catalog.load_config(case, "nvidia/V100x1x1")
+    assert str(err.value).endswith(
+        "V100x1x1.yaml: overrides.precision: precision 'tf32' is not available on chip"
+        " 'V100': TF32 needs an NVIDIA Ampere or later GPU (compute capability 8.0)"
+    )
+    volta.write_text("overrides: {}\n")
+    v100 = catalog.load_config(case, "nvidia/V100x1x1")
+    with pytest.raises(catalog.CatalogError, match="not available on chip 'V100'"):
+        catalog.resolve(case, v100, {"precision": "tf32"})
+    assert catalog.resolve(case, v100, {"precision": "amp"}).precision == "amp"
 
 
 def test_layering_defaults_config_set(cases: Path) -> None:

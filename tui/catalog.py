@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from harness.vendors import PRECISIONS, precision_problem
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
 from tui.record import CaseMetric, column_key, metric_registry
@@ -26,7 +27,6 @@ CASES_DIR = Path(os.environ.get("FLEETPERF_CASES_DIR", HARNESS_DIR)).resolve()
 # (synthetic or staged from a source); the preflight reads it into the record.
 DATA_MANIFEST = "fleetperf-data.json"
 CONFIG_NAME = re.compile(r"^(?P<chip>[A-Za-z0-9_.-]+?)x(?P<nnodes>\d+)x(?P<nproc>\d+)$")
-PRECISIONS = ("fp32", "tf32", "amp", "fp16", "bf16")
 
 
 class _Loader(yaml.SafeLoader):
@@ -246,6 +246,10 @@ def load_config(case: CaseSpec, ref: str) -> VendorConfig:
     if not isinstance(overrides, dict):
         raise CatalogError(f"{_rel(path)}: overrides: expected a mapping")
     _check_overrides(case, _rel(path), "overrides", overrides)
+    precision = str(overrides.get("precision", case.defaults.get("precision", "fp32")))
+    problem = precision_problem(vendor, precision, match["chip"])
+    if problem:  # the config's own rows could never run: refused naming the file
+        raise CatalogError(f"{_rel(path)}: overrides.precision: {problem}")
     try:
         references = parse_references(data.get("references") or [], metric_registry(case.metrics))
     except ValueError as exc:
@@ -281,6 +285,9 @@ def resolve(case: CaseSpec, config: VendorConfig, sets: dict[str, Any] | None = 
     sets = sets or {}
     _check_overrides(case, "--set", "", sets)
     hp = {**case.defaults, **config.overrides, **sets}
+    problem = precision_problem(config.vendor, str(hp.get("precision", "fp32")), config.chip)
+    if problem:  # refused here, not after a launch that fails inside the workload
+        raise CatalogError(f"{case.name} {config.ref}: {problem}")
     fix_hp = {k: v for k, v in hp.items() if v != case.defaults[k]}
     return RunSpec(case=case, config=config, hp=hp, fix_hp=fix_hp)
 

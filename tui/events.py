@@ -116,6 +116,8 @@ class CaseResult:
     notes: list[str] = field(default_factory=list)
     message: str = ""
     environment: dict[str, Any] = field(default_factory=dict)
+    # What MFU divides (chip, math, PEAK_NUMBERS); None where the line had none usable.
+    peak: dict[str, str | float | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +156,15 @@ MAX_LINE_BYTES = 64 * 1024
 _MAX_INT = 2**63 - 1  # past SQLite's integers: no count, step or rank is that large
 _MAX_DEPTH = 8  # nesting kept in a result's environment (the contract's has 2 levels)
 RESULT_STATUSES = ("passed", "failed")
+# A result's ``peak`` object (harness.result.build_result): text ``chip`` and ``math``, and
+# these numbers.
+PEAK_NUMBERS = (
+    "datasheet_flops",
+    "measured_flops",
+    "measured_mem_bw_bytes_per_s",
+    "model_flops_per_s_per_device",
+)
+_MAX_PEAK_TEXT = 200
 
 
 class _Broken(Exception):
@@ -345,7 +356,28 @@ def _result(run_id: str, host: str, rank: int, t: float, rec: dict[str, Any]) ->
         list(notes),
         " ".join(_text(rec.get("message")).split()),
         env if isinstance(env, dict) and _shallow(env) else {},
+        _peak(rec.get("peak")),
     )
+
+
+def _peak(value: Any) -> dict[str, str | float | None] | None:
+    """A result's peak object: its known fields, a number where a number belongs (finite,
+    not negative) and short text where text does, else null; None without the math that
+    ran (then nothing in it can be read against a peak). Other keys are left out."""
+    if not isinstance(value, dict):
+        return None
+    math = value.get("math")
+    if not isinstance(math, str) or not math or len(math) > _MAX_PEAK_TEXT:
+        return None
+    chip = value.get("chip")
+    peak: dict[str, str | float | None] = {
+        "chip": chip if isinstance(chip, str) and 0 < len(chip) <= _MAX_PEAK_TEXT else None,
+        "math": math,
+    }
+    for key in PEAK_NUMBERS:
+        num = _num(value.get(key))
+        peak[key] = num if num is not None and num >= 0 else None
+    return peak
 
 
 # Blame: when several hosts fail, which failure caused the others. A workload that died of

@@ -113,6 +113,21 @@ def utc_iso(value: str | datetime) -> str:
     return dt.astimezone(UTC).replace(tzinfo=None, microsecond=0).isoformat() + "Z"
 
 
+class Peak(BaseModel):
+    """What MFU divides, as the workload's result reported it (``harness.build_result``):
+    ``mfu`` = model FLOP/s per device / ``datasheet_flops``, ``mfu_measured`` = the same /
+    ``measured_flops``. Kept so that a figure can be audited and recomputed later."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    chip: str | None = None  # the datasheet table's chip the device's name matched
+    math: str  # the math the matmuls ran at: fp32, tf32, fp16, bf16
+    datasheet_flops: float | None = Field(default=None, ge=0)
+    measured_flops: float | None = Field(default=None, ge=0)
+    measured_mem_bw_bytes_per_s: float | None = Field(default=None, ge=0)
+    model_flops_per_s_per_device: float | None = Field(default=None, ge=0)
+
+
 class RunRecord(BaseModel):
     """One case run. Field order is the JSON record's order."""
 
@@ -135,6 +150,9 @@ class RunRecord(BaseModel):
     notes: list[str] = Field(default_factory=list)
     # What the workload saw (hostname, CPU, accelerator, versions; the harness writes it).
     environment: dict[str, Any] = Field(default_factory=dict)
+    # What MFU divides (chip, math, datasheet and measured peaks, model FLOP/s per device);
+    # None where the run ended without a result or its workload reported none.
+    peak: Peak | None = None
     # What the controller knows: how and where the workload ran.
     executor: str | None = None
     image: str | None = None

@@ -21,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from harness.vendors import precision_problem
-
 from tui import catalog, fleet, images, references, stream
 from tui.events import (
     DROPPED,
@@ -252,11 +250,8 @@ class Session:
         specs = []
         for case_name, ref in pairs:
             case = catalog.load_case(case_name, self.cases_dir)
-            spec = catalog.resolve(case, catalog.load_config(case, ref), sets)
-            problem = precision_problem(spec.config.vendor, spec.precision)
-            if problem:  # refused here, not after a launch that fails inside the workload
-                raise catalog.CatalogError(f"{case_name} {ref}: {problem}")
-            specs.append(spec)
+            # resolve refuses a precision the vendor or chip cannot run, before any launch
+            specs.append(catalog.resolve(case, catalog.load_config(case, ref), sets))
         if self._inventory is None:
             self._inventory = fleet.load_inventory(self.inventory)
         used: dict[str, int] = {}
@@ -392,6 +387,7 @@ class Session:
                 "metrics": {k: v for k, v in metrics.items() if k in known},
                 "notes": notes,
                 "environment": result.environment if result else {},
+                "peak": result.peak if result else None,
                 "load_per_cpu": outcome.load_per_cpu,
                 "synthetic_data": outcome.synthetic_data,
                 "slurm": outcome.slurm,

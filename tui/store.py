@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, Self
 
 from tui.record import RunRecord
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 BUSY_TIMEOUT_S = 60.0  # how long one controller waits for another's write
 
 _RUNS = """CREATE TABLE runs (
@@ -55,7 +55,8 @@ _RUNS = """CREATE TABLE runs (
     inventory      TEXT,
     controller     TEXT,
     cleaned        INTEGER NOT NULL DEFAULT 0,
-    verdict        TEXT NOT NULL DEFAULT 'null'  -- JSON object or null (tui/references.py)
+    verdict        TEXT NOT NULL DEFAULT 'null',  -- JSON object or null (tui/references.py)
+    peak           TEXT NOT NULL DEFAULT 'null'  -- JSON object or null: what MFU divides
 )"""
 _METRICS = """CREATE TABLE metrics (
     run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
@@ -90,6 +91,7 @@ _JSON_FIELDS = (
     "short_names",
     "slurm",
     "verdict",
+    "peak",
 )
 _COLUMNS = tuple(_COLUMN.get(f, f) for f in _RUN_FIELDS)
 _UPSERT_RUN = (
@@ -208,6 +210,8 @@ class ResultStore:
                     conn.execute("ALTER TABLE runs ADD COLUMN slurm TEXT NOT NULL DEFAULT 'null'")
                 if version <= 5 and "verdict" not in columns:  # a passed run's verdict
                     conn.execute("ALTER TABLE runs ADD COLUMN verdict TEXT NOT NULL DEFAULT 'null'")
+                if version <= 6 and "peak" not in columns:  # what MFU divides
+                    conn.execute("ALTER TABLE runs ADD COLUMN peak TEXT NOT NULL DEFAULT 'null'")
             for statement in _INDEXES:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

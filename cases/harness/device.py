@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from harness.vendors import precision_problem
+from harness.vendors import TF32_MIN_CAPABILITY, precision_problem
 from harness.workload import InputError
 
 
@@ -113,11 +113,20 @@ class Device:
         if self.type == "cuda":
             import torch
 
-            if torch.get_float32_matmul_precision() == "medium":
-                return "bf16"
-            if torch.backends.cuda.matmul.allow_tf32:
-                return "tf32"
+            return fp32_matmul_math(torch)
         return "fp32"
+
+
+def fp32_matmul_math(torch: Any) -> str:
+    """The math CUDA runs float32 matmuls at under torch's current settings: fp32, tf32 or
+    bf16 ("medium" precision lets them run bf16 passes)."""
+    try:
+        setting = torch.get_float32_matmul_precision()
+    except RuntimeError:  # a library used torch >= 2.9's per-backend API: read that one
+        setting = {"tf32": "high", "bf16": "medium"}.get(
+            torch.backends.cuda.matmul.fp32_precision, "highest"
+        )
+    return {"high": "tf32", "medium": "bf16"}.get(setting, "fp32")
 
 
 def open_device(vendor: str, precision: str, local_rank: int = 0) -> Device:
@@ -149,17 +158,26 @@ def open_device(vendor: str, precision: str, local_rank: int = 0) -> Device:
             )
         dev = torch.device(stack.device_type, local_rank)
         torch.cuda.set_device(dev)
+        capability = tuple(torch.cuda.get_device_capability(dev))
+        if precision == "tf32" and capability < TF32_MIN_CAPABILITY:
+            raise InputError(
+                f"precision 'tf32' needs an Ampere or later GPU (compute capability 8.0); "
+                f"device {local_rank} has {capability[0]}.{capability[1]}"
+            )
         name, driver = _accelerator_name_and_driver(stack, local_rank)
     autocast, scaler = _precision(torch, dev, precision)
     return Device(vendor, precision, dev, stack, name, driver, scaler, notes, autocast)
 
 
 def _precision(torch: Any, dev: Any, precision: str) -> tuple[Callable[[], Any], Any]:
-    """(autocast factory, GradScaler or None); fp32 is made to mean fp32 matmuls on CUDA."""
-    if dev.type == "cuda":
-        tf32 = precision == "tf32"
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.backends.cudnn.allow_tf32 = tf32
+    """(autocast factory, GradScaler or None). Float32 math is set for every precision
+    (autocast leaves some ops in float32): TF32 matmuls and convolutions for ``tf32``, strict
+    FP32 otherwise, whatever the image or a library set before. One API for matmuls
+    (``set_float32_matmul_precision``; torch >= 2.9 refuses to read a mix of it and
+    ``allow_tf32``); cuDNN has only its flag."""
+    tf32 = precision == "tf32"
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    torch.backends.cudnn.allow_tf32 = tf32
     if precision in ("amp", "fp16"):
         autocast = partial(torch.autocast, dev.type, dtype=torch.float16)
         return autocast, torch.amp.GradScaler(dev.type)

@@ -9,7 +9,9 @@ Sources:
 - A100 (SXM4/PCIe, 40/80 GB), A800: NVIDIA A100 Tensor Core GPU datasheet: FP32 19.5 TF,
   TF32 156 TF, BF16/FP16 312 TF (624 with sparsity). A800 lists the same compute.
 - H100 SXM, H800 SXM, H200 SXM: NVIDIA H100 / H800 / H200 datasheets: FP32 67 TF,
-  TF32 989 TF, BF16/FP16 1,979 TF, FP8 3,958 TF, all quoted with sparsity -> halved.
+  TF32 989 TF, BF16/FP16 1,979 TF, FP8 3,958 TF, all quoted with sparsity -> halved. TF32
+  dense is the NVIDIA H100 Tensor Core GPU Architecture whitepaper's unrounded 494.7 TF
+  (Table 3, H100 SXM5: 494.7 dense / 989.4 sparse), which the datasheet rounds to 989.
 - H100 PCIe: NVIDIA H100 datasheet, PCIe column: FP32 51 TF, TF32 756 TF, BF16/FP16
   1,513 TF, FP8 3,026 TF (with sparsity) -> halved.
 - V100 SXM2 / PCIe: NVIDIA V100 datasheet: FP32 15.7 / 14 TF, tensor FP16 125 / 112 TF.
@@ -30,7 +32,7 @@ T = 1e12
 _A100 = {"fp32": 19.5 * T, "tf32": 156 * T, "fp16": 312 * T, "bf16": 312 * T}
 _H100_SXM = {
     "fp32": 67 * T,
-    "tf32": 989 / 2 * T,
+    "tf32": 494.7 * T,
     "fp16": 1979 / 2 * T,
     "bf16": 1979 / 2 * T,
     "fp8": 3958 / 2 * T,

@@ -14,12 +14,15 @@ Precisions (config.json ``precision``):
 
 Why a vendor lacks one: iluvatar's and kunlunxin's CUDA-compatible stacks have no TF32 math;
 kunlunxin's bf16 support is not in the documentation we wrote from; a CPU has no float16
-autocast worth benchmarking and no TF32.
+autocast worth benchmarking and no TF32. NVIDIA has TF32 from Ampere (compute capability
+8.0) on: the chips before it are refused here by name and, on the host, by the device's
+compute capability (``harness.device``).
 """
 
 from __future__ import annotations
 
 VENDORS = ("nvidia", "iluvatar", "kunlunxin", "cpu")
+PRECISIONS = ("fp32", "tf32", "amp", "fp16", "bf16")  # every precision a config may name
 
 PRECISIONS_BY_VENDOR: dict[str, tuple[str, ...]] = {
     "nvidia": ("fp32", "tf32", "amp", "fp16", "bf16"),
@@ -28,9 +31,15 @@ PRECISIONS_BY_VENDOR: dict[str, tuple[str, ...]] = {
     "cpu": ("fp32", "bf16"),
 }
 
+# NVIDIA chips older than Ampere (Volta, Turing, Pascal, Kepler): no TF32 tensor math. A
+# config's chip that starts with one of these names is refused tf32.
+PRE_AMPERE_NVIDIA = ("V100", "T4", "TITAN-V", "P100", "P40", "P4", "K80")
+TF32_MIN_CAPABILITY = (8, 0)  # Ampere
 
-def precision_problem(vendor: str, precision: str) -> str | None:
-    """Why ``vendor`` cannot run ``precision`` (one line), or None when it can."""
+
+def precision_problem(vendor: str, precision: str, chip: str | None = None) -> str | None:
+    """Why ``vendor`` (its ``chip``, where given) cannot run ``precision`` (one line), or
+    None when it can."""
     if vendor not in PRECISIONS_BY_VENDOR:
         return f"unknown vendor {vendor!r}; known: {', '.join(VENDORS)}"
     allowed = PRECISIONS_BY_VENDOR[vendor]
@@ -38,5 +47,11 @@ def precision_problem(vendor: str, precision: str) -> str | None:
         return (
             f"precision {precision!r} is not available on vendor {vendor!r}; "
             f"it has {', '.join(allowed)}"
+        )
+    name = (chip or "").strip().upper().replace("_", "-").replace(" ", "-")
+    if precision == "tf32" and vendor == "nvidia" and name.startswith(PRE_AMPERE_NVIDIA):
+        return (
+            f"precision 'tf32' is not available on chip {chip!r}: TF32 needs an NVIDIA "
+            "Ampere or later GPU (compute capability 8.0)"
         )
     return None
