@@ -80,8 +80,18 @@ def _serve(tmp_path: Path, port: int, *args: str) -> tuple[subprocess.Popen[byte
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the server's whole session, then wait until every process of it (the
+    tabs' apps and what they started) is gone: SIGKILL what is left after 30 s."""
     os.killpg(proc.pid, 15)
     proc.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline:
+            os.killpg(proc.pid, 0)
+            time.sleep(0.2)
+        os.killpg(proc.pid, 9)
+    except ProcessLookupError:
+        pass
 
 
 async def _handshake(url: str, origin: str | None = None, host: str | None = None) -> int:
