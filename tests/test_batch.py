@@ -51,6 +51,14 @@ def test_passing_run_streams_steps_and_stores_the_record(emitter: Fleetperf, rea
     assert rec["case"] == "emitter" and rec["config"] == "CPUx1x1" and rec["hosts"] == [host]
     assert rec["fix_hp"] == {"steps": 12, "interval_s": 0.3}
     assert rec["metrics"]["acc"] == 1.0 and rec["metrics"]["mfu"] is None
+    assert rec["peak"] == {  # what MFU divides, from the result line to the record
+        "chip": None,
+        "math": "fp32",
+        "datasheet_flops": None,
+        "measured_flops": 1.0e11,
+        "measured_mem_bw_bytes_per_s": 2.0e10,
+        "model_flops_per_s_per_device": 5.0e9,
+    }
 
     run_dir = emitter.results / "runs" / rec["run_id"]
     for name in ("events.jsonl", "stdout.log", "stderr.log", "exit_code", "config.json"):

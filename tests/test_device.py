@@ -20,8 +20,21 @@ GIB = 1 << 30
 
 
 @pytest.fixture
-def open_cpu():
-    """open_device for vendor cpu; undoes its process-wide denormal setting afterwards."""
+def float32_math():
+    """Puts torch's process-wide float32 math settings back as they were."""
+    import torch
+
+    matmul, cudnn = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(matmul)
+        torch.backends.cudnn.allow_tf32 = cudnn
+
+
+@pytest.fixture
+def open_cpu(float32_math):
+    """open_device for vendor cpu; undoes its process-wide settings afterwards."""
     import torch
 
     try:
@@ -31,6 +44,11 @@ def open_cpu():
 
 
 def test_precision_table_and_refusal_lines():
+    assert harness.precision_problem("nvidia", "tf32", "A100") is None
+    assert harness.precision_problem("nvidia", "tf32", "H100") is None
+    assert "TF32 needs an NVIDIA Ampere" in harness.precision_problem("nvidia", "tf32", "V100")
+    assert "TF32 needs" in harness.precision_problem("nvidia", "tf32", "t4")
+    assert harness.precision_problem("nvidia", "fp32", "V100") is None
     assert harness.PRECISIONS_BY_VENDOR["cpu"] == ("fp32", "bf16")
     assert "tf32" in harness.PRECISIONS_BY_VENDOR["nvidia"]
     assert "tf32" not in harness.PRECISIONS_BY_VENDOR["iluvatar"]
@@ -55,6 +73,58 @@ def test_cpu_fp32(open_cpu):
     assert torch.ones(1).to(device.torch_device).device.type == "cpu"
     assert any("denormals" in n for n in device.notes)
     device.synchronize()  # a no-op on CPU, but callable
+
+
+def test_fp32_opens_with_strict_float32_math(open_cpu):
+    """Whatever set TF32 (or bf16 passes) before, fp32 means IEEE float32 matmuls."""
+    import torch
+
+    torch.set_float32_matmul_precision("high")
+    torch.backends.cudnn.allow_tf32 = True
+    device = open_cpu("fp32")
+    assert torch.get_float32_matmul_precision() == "highest"
+    assert torch.backends.cudnn.allow_tf32 is False
+    assert device.math_mode() == "fp32"
+
+
+@pytest.mark.parametrize(
+    ("precision", "matmul", "cudnn", "math"),
+    [
+        ("tf32", "high", True, "tf32"),
+        ("fp32", "highest", False, "fp32"),
+        ("bf16", "highest", False, "bf16"),  # float32 ops outside autocast stay strict
+    ],
+)
+def test_a_cuda_device_gets_the_precisions_float32_math(
+    float32_math, precision, matmul, cudnn, math
+):
+    """The flags a CUDA device is opened with (set and read without a GPU: they are
+    torch's process-wide settings), and the math the result divides by."""
+    import torch
+    from harness.device import _precision
+
+    torch.set_float32_matmul_precision("medium" if precision == "tf32" else "high")
+    _precision(torch, torch.device("cuda", 0), precision)
+    assert torch.get_float32_matmul_precision() == matmul
+    assert torch.backends.cudnn.allow_tf32 is cudnn
+    device = Device("nvidia", precision, torch.device("cuda", 0), STACKS["nvidia"], "GPU", None)
+    assert device.math_mode() == math
+
+
+def test_math_mode_reads_torchs_per_backend_api_too(float32_math):
+    """A library that set TF32 with torch >= 2.9's per-backend API makes the old getter
+    raise; the math is still read (and opening a device sets one API again)."""
+    import torch
+    from harness.device import fp32_matmul_math
+
+    if not hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        pytest.skip("torch before 2.9 has no per-backend float32 precision")
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
+    try:
+        assert fp32_matmul_math(torch) == "tf32"
+    finally:
+        torch.set_float32_matmul_precision("highest")
+    assert fp32_matmul_math(torch) == "fp32"
 
 
 def test_cpu_bf16_autocasts_matmuls(open_cpu):
@@ -89,7 +159,7 @@ def test_a_device_the_vendor_lacks_is_bad_input(vendor, precision, message):
     assert len(str(info.value).splitlines()) == 1
 
 
-def test_math_mode_reports_tf32_and_bf16_fp32_matmuls():
+def test_math_mode_reports_tf32_and_bf16_fp32_matmuls(float32_math):
     """An fp32 run whose matmuls a library switched to TF32 (or to bf16 passes) is divided by
     that math's peak. Flags only: no CUDA device is needed to read them."""
     import torch

@@ -166,6 +166,46 @@ def test_result_keeps_the_environment() -> None:
     assert isinstance(bad, CaseResult) and bad.environment == {}
 
 
+PEAK = {
+    "chip": "A100",
+    "math": "tf32",
+    "datasheet_flops": 156e12,
+    "measured_flops": 120e12,
+    "measured_mem_bw_bytes_per_s": 1.5e12,
+    "model_flops_per_s_per_device": 41.8e12,
+}
+
+
+def test_result_keeps_what_mfu_divides() -> None:
+    """The contract's peak object reaches the record: known fields, numbers finite and not
+    negative, text short; a wrong value is null, and a peak without its math is none."""
+
+    def peak_of(peak: object) -> object:
+        ev = parse_line("r1", "h", line(kind="result", status="passed", converged=True, peak=peak))
+        assert isinstance(ev, CaseResult)
+        return ev.peak
+
+    assert peak_of(PEAK) == PEAK
+    odd = {**PEAK, "datasheet_flops": "156", "measured_flops": -1, "chip": 7, "extra": 1}
+    assert peak_of(odd) == {
+        **PEAK,
+        "datasheet_flops": None,
+        "measured_flops": None,
+        "chip": None,
+    }
+    assert peak_of({**PEAK, "chip": "x" * 201})["chip"] is None
+    assert (
+        peak_of({**PEAK, "model_flops_per_s_per_device": True})["model_flops_per_s_per_device"]
+        is None
+    )
+    for bad in (None, [1], "tf32", {**PEAK, "math": None}, {**PEAK, "math": ""}):
+        assert peak_of(bad) is None
+    # A non-finite number anywhere breaks the line (as in metrics): the result is dropped.
+    text = line(kind="result", status="passed", converged=True, peak=PEAK)
+    broken = text.replace('"measured_flops": 120000000000000.0', '"measured_flops": 1e999')
+    assert broken != text and parse_line("r1", "h", broken) is None
+
+
 def test_events_are_immutable_values() -> None:
     """The engine hands one event to every subscriber, on other threads: none may change it."""
     for cls in typing.get_args(Event):

@@ -102,6 +102,41 @@ def test_json_has_exactly_design_keys() -> None:
     assert back == records[2]
 
 
+PEAK = {
+    "chip": "A100",
+    "math": "tf32",
+    "datasheet_flops": 156e12,
+    "measured_flops": 120e12,
+    "measured_mem_bw_bytes_per_s": 1.5e12,
+    "model_flops_per_s_per_device": 41.8e12,
+}
+
+
+def test_the_record_keeps_what_mfu_divides() -> None:
+    """peak: in the JSON record (after environment), read back equal, so mfu can be
+    recomputed from the record alone; refused where a figure is not a finite, non-negative
+    number or a field is unknown."""
+    record = RunRecord.model_validate({**seed001_records()[2].model_dump(), "peak": PEAK})
+    data = json.loads(to_json([record]))[0]
+    assert data["peak"] == PEAK
+    assert list(data).index("peak") == list(data).index("environment") + 1
+    assert RunRecord.model_validate({**record.model_dump(), **data}) == record
+    assert record.peak is not None and record.peak.model_flops_per_s_per_device / (
+        record.peak.datasheet_flops or 1
+    ) == pytest.approx(41.8 / 156)
+    assert json.loads(to_json(seed001_records()[:1]))[0]["peak"] is None  # none reported
+    fields = record.model_dump()
+    for bad in (
+        {**PEAK, "datasheet_flops": float("inf")},
+        {**PEAK, "measured_flops": float("nan")},
+        {**PEAK, "measured_flops": -1.0},
+        {**PEAK, "peak_flops": 1.0},
+        {k: v for k, v in PEAK.items() if k != "math"},
+    ):
+        with pytest.raises(ValidationError):
+            RunRecord(**{**fields, "peak": bad})
+
+
 def test_a_one_letter_case_and_vendor_are_names() -> None:
     fields = seed001_records()[0].model_dump()
     fields |= {"run_id": "r", "case": "x", "vendor": "y", "config": "z", "nproc_per_node": 1}

@@ -120,6 +120,9 @@ def test_inference_leaves_the_training_rates_out(cpu_device, tmp_path):
     result = _build(cpu_device, "CPU", cache, training=False, metrics={"p_infer_core": 10.0})
     assert not {"p_whole", "p_train", "p_core", "tokens_per_s_per_device"} & set(result["metrics"])
     assert result["metrics"]["p_infer_core"] == 10.0 and result["metrics"]["mfu_measured"]
+    notes = "\n".join(result["notes"])  # an inference run has no training time to speak of
+    assert "over the timed inference window's wall time" in notes
+    assert "training time" not in notes
 
 
 def _gpu(name: str, precision: str = "fp32") -> Device:
@@ -148,6 +151,20 @@ def test_fp32_that_ran_tf32_is_divided_by_the_tf32_peak(tmp_path):
     assert result["environment"]["accelerator"] == "NVIDIA A100-SXM4-80GB"
     assert result["peak"]["chip"] == "A100" and result["peak"]["datasheet_flops"] == 156e12
     assert not any(n.startswith("mem on CPU") for n in result["notes"])
+
+
+@pytest.mark.parametrize(
+    ("name", "chip", "tf32_peak"),
+    [("NVIDIA A100-SXM4-40GB", "A100", 156e12), ("NVIDIA H100 80GB HBM3", "H100", 494.7e12)],
+)
+def test_a_tf32_run_is_divided_by_the_tf32_datasheet_peak(tmp_path, name, chip, tf32_peak):
+    """precision tf32: MFU over the chip's dense TF32 figure (A100 156, H100 SXM 494.7
+    TFLOP/s), not FP32's; the record's peak says which."""
+    device = _gpu(name, "tf32")
+    result = _build(device, chip, _cache(tmp_path, device, "tf32", 100e12))
+    assert result["metrics"]["mfu"] == pytest.approx(MODEL_FLOPS_PER_S_PER_DEVICE / tf32_peak)
+    assert result["peak"]["math"] == "tf32" and result["peak"]["datasheet_flops"] == tf32_peak
+    assert not any("ran its matmuls at" in n for n in result["notes"])  # asked for, got
 
 
 def test_pcie_card_under_an_sxm_config_has_no_datasheet_mfu(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 import shutil
 import subprocess
@@ -170,3 +171,36 @@ def test_results_print_a_hosts_escape_sequences_escaped(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stderr
         assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", out.stdout + out.stderr), fmt
     assert "\\u001b]0;pwned" in out.stdout
+
+
+def test_one_run_shows_what_its_mfu_divides(tmp_path: Path) -> None:
+    """`fleetperf results RUN_ID`: the table, then the run's peak (chip, math, datasheet and
+    measured peaks, model FLOP/s per device, which MFU divides which)."""
+    peak = {
+        "chip": "A100",
+        "math": "tf32",
+        "datasheet_flops": 156e12,
+        "measured_flops": 120e12,
+        "measured_mem_bw_bytes_per_s": 1.5e12,
+        "model_flops_per_s_per_device": 41.8e12,
+    }
+    r3 = seed001_records()[2]
+    metrics = {**r3.metrics, "mfu": 41.8 / 156, "mfu_measured": 41.8 / 120}
+    record = type(r3).model_validate(
+        {**r3.model_dump(), "precision": "tf32", "peak": peak, "metrics": metrics}
+    )
+    with ResultStore(tmp_path / "fleetperf.sqlite") as store:
+        store.add(record)
+    out = fleetperf("results", "r3", "--results", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "| fp32 (TF32) | bs=96,lr=0.00015 |" in out.stdout
+    assert (
+        "\npeak (what MFU divides; per device):\n  chip                       A100\n" in out.stdout
+    )
+    assert "156 TFLOP/s  (mfu = model FLOP/s per device / this = 26.8%)" in out.stdout
+    assert "120 TFLOP/s  (mfu_measured = model FLOP/s per device / this = 34.8%)" in out.stdout
+    assert "model FLOP/s per device    41.8 TFLOP/s" in out.stdout
+    every = fleetperf("results", "--results", str(tmp_path))
+    assert "peak" not in every.stdout  # a table of runs: no peak block
+    js = fleetperf("results", "r3", "--results", str(tmp_path), "--format", "json")
+    assert json.loads(js.stdout)[0]["peak"] == peak

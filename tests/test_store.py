@@ -243,6 +243,41 @@ def test_a_version_1_store_is_migrated_with_its_runs(tmp_path: Path) -> None:
         conn.close()
 
 
+PEAK = {
+    "chip": "A100",
+    "math": "tf32",
+    "datasheet_flops": 156e12,
+    "measured_flops": 120e12,
+    "measured_mem_bw_bytes_per_s": 1.5e12,
+    "model_flops_per_s_per_device": 41.8e12,
+}
+
+
+def test_a_version_6_store_gains_the_peak_and_keeps_it(tmp_path: Path) -> None:
+    """Schema 7: a JSON peak column; a store of version 6 is migrated (its runs' peak null),
+    and a run's peak reads back equal."""
+    path = tmp_path / "fleetperf.sqlite"
+    first, second = seed001_records()[:2]
+    with ResultStore(path) as store:
+        store.add(first)
+    conn = sqlite3.connect(path)  # back to version 6: no peak column
+    conn.executescript("ALTER TABLE runs DROP COLUMN peak; PRAGMA user_version = 6;")
+    conn.close()
+    with ResultStore(path) as store:
+        assert store.get(first.run_id) == first and first.peak is None
+        with_peak = type(second).model_validate({**second.model_dump(), "peak": PEAK})
+        store.add(with_peak)
+    with ResultStore(path) as store:  # reopened: read from the file
+        got = store.get(second.run_id)
+        assert got == with_peak and got.peak is not None
+        assert got.peak.model_dump() == PEAK
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 7
+    finally:
+        conn.close()
+
+
 def test_a_version_3_store_gains_the_synthetic_flag(tmp_path: Path) -> None:
     path = tmp_path / "fleetperf.sqlite"
     first, second = seed001_records()[:2]

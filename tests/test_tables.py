@@ -232,3 +232,51 @@ def test_csv_keeps_precision_and_text_as_written() -> None:
     record = llama_finetune("l-1", {"mmlu_subjects": ["高中数学"]}, {"loss": 1.5})
     (row,) = csv.DictReader(io.StringIO(to_csv([record])))
     assert row["precision"] == "fp32" and "高中数学" in row["fix_hp"]
+
+
+def test_a_tf32_run_shows_the_seeds_label_beside_the_math_that_ran() -> None:
+    """The seed's A100 "fp32" rows ran TF32: a tf32 run is "fp32 (TF32)"; strict fp32 stays
+    "fp32"; an fp32 run whose matmuls ran in TF32 (its peak's math) says so too. CSV and
+    JSON keep the precision as recorded."""
+    r3 = seed001_records()[2]
+    peak = {"chip": "A100", "math": "tf32", "datasheet_flops": 156e12}
+    tf32 = r3.model_copy(update={"precision": "tf32", "fix_hp": {**r3.fix_hp, "precision": "tf32"}})
+    switched = r3.model_validate({**r3.model_dump(), "run_id": "r5", "peak": peak})
+    strict = r3.model_validate({**r3.model_dump(), "run_id": "r6", "peak": {"math": "fp32"}})
+    rows = to_markdown([tf32, switched, strict]).splitlines()[4:7]
+    assert rows[0].startswith("| A100单机单卡（1x1） | fp32 (TF32) | bs=96,lr=0.00015 | 720.8 |")
+    assert rows[1].startswith("| A100单机单卡（1x1） | fp32 (TF32) | bs=96,lr=0.00015 |")
+    assert rows[2].startswith("| A100单机单卡（1x1） | fp32 | bs=96,lr=0.00015 |")
+    assert tables.precision_label(inference("i1")) == "fp16"
+    (row,) = csv.DictReader(io.StringIO(to_csv([tf32])))
+    assert row["precision"] == "tf32"
+
+
+def test_peak_text_says_what_each_mfu_divides() -> None:
+    r3 = seed001_records()[2]
+    peak = {
+        "chip": "A100",
+        "math": "tf32",
+        "datasheet_flops": 156e12,
+        "measured_flops": 120e12,
+        "measured_mem_bw_bytes_per_s": 1.5e12,
+        "model_flops_per_s_per_device": 41.8e12,
+    }
+    metrics = {**r3.metrics, "mfu": 41.8 / 156, "mfu_measured": 41.8 / 120}
+    record = r3.model_validate({**r3.model_dump(), "peak": peak, "metrics": metrics})
+    assert tables.peak_text(record).splitlines() == [
+        "peak (what MFU divides; per device):",
+        "  chip                       A100",
+        "  math                       tf32",
+        "  model FLOP/s per device    41.8 TFLOP/s",
+        "  datasheet peak             156 TFLOP/s  (mfu = model FLOP/s per device / this = 26.8%)",
+        "  measured peak              120 TFLOP/s  (mfu_measured = model FLOP/s per device / this"
+        " = 34.8%)",
+        "  measured memory bandwidth  1500 GB/s",
+    ]
+    cpu = r3.model_validate({**r3.model_dump(), "peak": {"math": "fp32"}})
+    assert "chip                       no datasheet entry" in tables.peak_text(cpu)
+    assert "datasheet peak             /  (mfu = model FLOP/s per device / this = /)" in (
+        tables.peak_text(cpu)
+    )
+    assert tables.peak_text(r3).startswith("peak: not reported")

@@ -15,7 +15,7 @@ from tui import catalog
 from tui.paths import DEFAULT_INVENTORY, default_data_root, default_results_dir, store_path
 from tui.record import RUN_ID, STATUSES, RunRecord, utc_iso
 from tui.store import ResultStore, interrupted_line, mark_interrupted
-from tui.tables import FORMATS, render
+from tui.tables import FORMATS, peak_text, render
 from tui.term import printable
 
 SUBCOMMANDS = ("cases", "prepare", "results", "report", "cleanup", "peak", "serve", "new-case")
@@ -188,6 +188,8 @@ def cmd_results(args: argparse.Namespace, results_dir: Path) -> int:
             return _prune(store, records, results_dir)
     if records or args.format != "md":  # JSON and CSV stay machine-readable when empty
         print(printable(render(records, args.format, ids=True)))
+        if args.run_id and args.format == "md":  # one run: what its MFU divides
+            print("\n" + printable(peak_text(records[0])))
     else:
         which = "" if args.status == "all" else f"{args.status or 'passed'} "
         print(f"no {which}runs" + (f" of case {args.case}" if args.case else "") + " in the store")

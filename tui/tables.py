@@ -189,9 +189,54 @@ def _md_escape(cell: str) -> str:
     return " ".join(cell.split("\n")).replace("|", "\\|")
 
 
+def precision_label(run: RunRecord) -> str:
+    """The precision as the seeds label it, beside the math that ran where they differ.
+
+    FlagPerf's A100 "fp32" rows ran TF32 matmuls (PyTorch's and NGC's defaults then), so
+    the configs named after them run ``tf32`` and show "fp32 (TF32)"; an fp32 run whose
+    matmuls something switched to TF32 or bf16 passes (its peak's math) shows the same way.
+    """
+    if run.precision not in ("fp32", "tf32"):
+        return run.precision or "/"
+    math = run.peak.math if run.peak else run.precision
+    return "fp32" if math == "fp32" else f"fp32 ({math.upper()})"
+
+
+def peak_text(run: RunRecord) -> str:
+    """What the run's MFU figures divide, one line per figure (``fleetperf results RUN_ID``)."""
+    peak = run.peak
+    if peak is None:
+        return "peak: not reported (the run ended without a result, or before fleetperf kept it)"
+    mfu, measured_mfu = run.metrics.get("mfu"), run.metrics.get("mfu_measured")
+    rows = [
+        ("chip", peak.chip or "no datasheet entry"),
+        ("math", peak.math),
+        ("model FLOP/s per device", _flops(peak.model_flops_per_s_per_device)),
+        ("datasheet peak", _flops(peak.datasheet_flops) + _divides("mfu", mfu)),
+        ("measured peak", _flops(peak.measured_flops) + _divides("mfu_measured", measured_mfu)),
+        ("measured memory bandwidth", _bytes_per_s(peak.measured_mem_bw_bytes_per_s)),
+    ]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"  {name.ljust(width)}  {value}" for name, value in rows]
+    return "\n".join(["peak (what MFU divides; per device):", *lines])
+
+
+def _flops(value: float | None) -> str:
+    return "/" if value is None else f"{value / 1e12:.4g} TFLOP/s"
+
+
+def _bytes_per_s(value: float | None) -> str:
+    return "/" if value is None else f"{value / 1e9:.4g} GB/s"
+
+
+def _divides(metric: str, value: float | None) -> str:
+    shown = "/" if value is None else f"{value * 100:.1f}%"
+    return f"  ({metric} = model FLOP/s per device / this = {shown})"
+
+
 def _cell(run: RunRecord, key: str, table_keys: set[str], metrics: dict[str, Metric]) -> str:
     if key == "precision":
-        return run.precision or "/"
+        return precision_label(run)
     if key == "fix_hp":
         # Precision has its own column where the table has one (seed 001); otherwise it is
         # an override like any other (seed 003: "数据精度=fp16, local_batchsize=4").

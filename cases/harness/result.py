@@ -103,7 +103,7 @@ def build_result(
     out["mfu_measured"] = per_device / measured["matmul_flops"] if per_device else None
     out["mem_used_gib"], out["mem_total_gib"] = memory
 
-    all_notes = _notes(totals, flops, device, math, datasheet_note, measured)
+    all_notes = _notes(totals, flops, device, math, datasheet_note, measured, training)
     all_notes += list(notes)
     return {
         "status": "passed" if converged else "failed",
@@ -141,6 +141,7 @@ def _notes(
     math: str,
     datasheet_note: str | None,
     measured: Mapping[str, Any],
+    training: bool = True,
 ) -> list[str]:
     notes = throughput_notes(totals)
     notes.append("p_* count real samples; tokens_per_s_per_device counts real (non-pad) tokens")
@@ -148,7 +149,12 @@ def _notes(
     notes.append(
         f"mfu: model FLOPs ({flops.per_token:.4g} per padded token{per_seq}"
         + (f"; {flops.formula}" if flops.formula else "")
-        + ") per second per device / peak, over training time without evaluation"
+        + ") per second per device / peak, over "
+        + (
+            "training time without evaluation"
+            if training
+            else "the timed inference window's wall time (warm-up forwards left out)"
+        )
     )
     if math != PRECISION_MATH.get(device.precision):
         notes.append(
