@@ -95,6 +95,21 @@ STANDARD: tuple[Metric, ...] = (
         "pct",
         "model FLOP/s per device / the dense matmul rate measured on this host and device",
     ),
+    _m(
+        "energy_j_per_sample",
+        "J/sample",
+        False,
+        ".4g",
+        "energy of the counted samples (NVML GPU boards or RAPL CPU packages, every device, "
+        "evaluation left out) / those samples; null where no counter (harness.energy)",
+    ),
+    _m(
+        "energy_j_per_token",
+        "J/token",
+        False,
+        ".4g",
+        "the same energy / those samples' real (non-pad) tokens",
+    ),
     _m("acc", "fraction", True, ".3f", "the case's evaluation accuracy"),
     _m("loss", "", False, ".4f", "mean training loss of the last logging window"),
     _m(

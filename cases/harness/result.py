@@ -42,6 +42,7 @@ from harness.perf import (
 
 if TYPE_CHECKING:
     from harness.device import Device
+    from harness.energy import Energy
 
 TRAINING_RATES = ("p_whole", "p_train", "p_core", "tokens_per_s_per_device")
 
@@ -74,12 +75,15 @@ def build_result(
     notes: Iterable[str] = (),
     training: bool = True,
     registry: Mapping[str, Metric] = METRICS,
+    energy: Energy | None = None,
 ) -> dict[str, Any]:
     """The ``result`` payload (status, converged, message, metrics, notes, world_size,
     environment, peak) from totals reduced over ranks (``reduce_totals``).
 
     ``metrics`` holds the case's own figures (acc, loss, p_infer_*, ...) by registry name;
     ``training=False`` leaves the training rates out (inference cases report their own).
+    ``energy`` (``EnergyMeter.total``, over the same counted window) gives the energy per
+    sample and per token, null with a note where it is not known.
     Measures the device's peak first if ``peak_cache`` has no entry for it (about 1.5 s on a
     CPU), after the run's clocks are read.
     """
@@ -104,6 +108,9 @@ def build_result(
     out["mem_used_gib"], out["mem_total_gib"] = memory
 
     all_notes = _notes(totals, flops, device, math, datasheet_note, measured, training)
+    if energy is not None:
+        out.update(_energy_metrics(energy, totals))
+        all_notes.append(_energy_note(energy))
     all_notes += list(notes)
     return {
         "status": "passed" if converged else "failed",
@@ -122,6 +129,22 @@ def build_result(
             "model_flops_per_s_per_device": per_device,
         },
     }
+
+
+def _energy_metrics(energy: Energy, totals: PerfTotals) -> dict[str, float | None]:
+    def per(count: float) -> float | None:
+        return energy.joules / count if energy.joules is not None and count > 0 else None
+
+    return {"energy_j_per_sample": per(totals.samples), "energy_j_per_token": per(totals.tokens)}
+
+
+def _energy_note(energy: Energy) -> str:
+    if energy.joules is None:
+        return f"energy null: {energy.source}"
+    return (
+        f"energy: {energy.joules:.4g} J over the counted window without evaluation, every "
+        f"device: {energy.source}"
+    )
 
 
 def _model_flops_per_s_per_device(

@@ -35,6 +35,7 @@ from harness.case import CaseFile, Hyper, load_case_file
 from harness.device import open_device
 from harness.dist import (
     DistEnv,
+    all_reduce,
     barrier,
     init_distributed,
     reduce_memory,
@@ -42,6 +43,7 @@ from harness.dist import (
     shutdown_distributed,
     sum_counted,
 )
+from harness.energy import open_meter
 from harness.events import EventWriter
 from harness.layout import Layout
 from harness.memory import MemoryMonitor
@@ -102,6 +104,7 @@ class Run:
             torch.manual_seed(seed)
 
         self.perf = self.tracker()
+        self.energy = open_meter(self.device, env.local_rank)  # over run.perf's window
         self.memory = MemoryMonitor(self.device)
         self.sysmon = SysSampler(self.device, min_interval_s=SYS_EVERY_S)
         self.steps = 0
@@ -248,6 +251,7 @@ class Run:
         self.perf.step_begin()
         yield step
         self.perf.step_end(samples, tokens, padded_tokens)
+        self.energy.follow(self.perf)
         self.steps += 1
         self.samples += samples * self.layout.dp
         self.tokens += tokens * self.layout.dp
@@ -301,7 +305,7 @@ class Run:
     def evaluate(self, evaluation: Evaluation) -> dict[str, float]:
         """Run ``evaluation`` (its time left out of p_train and p_core), emit each value, and
         check the case's target (case.yaml ``target``; hp ``target_<metric>`` overrides)."""
-        with self.perf.evaluating():
+        with self.perf.evaluating(), self.energy.paused():
             values = dict(evaluation())
         for name, value in values.items():
             self.events.emit("eval", name=name, value=value, samples=self.samples)
@@ -321,6 +325,7 @@ class Run:
         if not self._training:
             self._training = True
             self.perf.train_begin()
+            self.energy.follow(self.perf)
             self._window_t0 = self.perf.clock()
 
     def log(self, loss: float | None = None) -> None:
@@ -385,9 +390,11 @@ class Run:
         """
         if self._training:
             self.perf.train_end()
+            self.energy.end()
             if self._window[1] or self._window[2]:
                 self.log()
         totals = self.totals()
+        energy = self.energy.total(all_reduce)
         memory = reduce_memory(*self.memory.peak_gib())
         shutdown_distributed()
         if not self.env.is_global_zero:
@@ -413,6 +420,7 @@ class Run:
             training=self.case.kind == "training",
             peak_cache=cache_path(self.data.parent),
             registry=self.case.registry,
+            energy=energy,
         )
         result.update(extra or {})
         self.events.emit("result", **result)
