@@ -143,7 +143,7 @@ def test_a_seed_reference_judges_its_hardware_and_is_shown_elsewhere() -> None:
 
 
 def test_a_reference_with_hp_judges_the_seeds_second_row() -> None:
-    spec = _spec("nvidia/A100x1x8", {"train_batch_size": 96})  # seed row 2: p_core 2181.0
+    spec = _spec("nvidia/A100x1x8-bs96")  # seed row 2: p_core 2181.0
     verdict = verdict_for(_record(1, spec, p_core=1950.0), spec, [])
     (flag,) = verdict.flagged  # 1950 is fine for row 1 (1942.6) but not for row 2
     assert flag.low == pytest.approx(2181.0 * 0.9)
@@ -309,9 +309,8 @@ def test_the_dashboard_line_names_the_configs_throughput_references() -> None:
     from tui.references import rate_references
 
     line = rate_references("distilbert-pytorch", "nvidia/A100x1x8")
-    assert line == (
-        "reference on A100-SXM4-40GB: p_core 1942.6 samples/s;"
-        " p_core 2181.0 samples/s with train_batch_size=96"
-    )
+    assert line == "reference on A100-SXM4-40GB: p_core 1942.6 samples/s"
+    bs96 = rate_references("distilbert-pytorch", "nvidia/A100x1x8-bs96")
+    assert bs96 == "reference on A100-SXM4-40GB: p_core 2181.0 samples/s"
     assert rate_references("distilbert-pytorch", "cpu/CPUx1x1") == ""
     assert rate_references("no-such-case", "cpu/CPUx1x1") == ""

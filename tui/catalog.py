@@ -26,7 +26,10 @@ CASES_DIR = Path(os.environ.get("FLEETPERF_CASES_DIR", HARNESS_DIR)).resolve()
 # Written into a case's data directory by `fleetperf prepare`: how the data was made
 # (synthetic or staged from a source); the preflight reads it into the record.
 DATA_MANIFEST = "fleetperf-data.json"
-CONFIG_NAME = re.compile(r"^(?P<chip>[A-Za-z0-9_.-]+?)x(?P<nnodes>\d+)x(?P<nproc>\d+)$")
+# CHIPxNNODESxNPROC, and -VARIANT for a second seed row on the same hardware (A100x1x8-bs96).
+CONFIG_NAME = re.compile(
+    r"^(?P<chip>[A-Za-z0-9_.-]+?)x(?P<nnodes>\d+)x(?P<nproc>\d+)(?:-(?P<variant>[a-z0-9]+))?$"
+)
 
 
 class _Loader(yaml.SafeLoader):
@@ -110,12 +113,13 @@ class Hyperparameters(BaseModel):
 
 
 class VendorConfig(_Strict):
-    """``cases/<case>/configs/<vendor>/<CHIP>x<NNODES>x<NPROC>.yaml``."""
+    """``cases/<case>/configs/<vendor>/<CHIP>x<NNODES>x<NPROC>[-<VARIANT>].yaml``."""
 
     vendor: str
     chip: str
     nnodes: PositiveInt
     nproc_per_node: PositiveInt
+    variant: str = ""
     overrides: dict[str, Any] = Field(default_factory=dict)
     # Published figures for this hardware (tui/references.py, docs/references.md).
     references: list[Reference] = Field(default_factory=list)
@@ -123,7 +127,8 @@ class VendorConfig(_Strict):
 
     @property
     def name(self) -> str:
-        return f"{self.chip}x{self.nnodes}x{self.nproc_per_node}"
+        tail = f"-{self.variant}" if self.variant else ""
+        return f"{self.chip}x{self.nnodes}x{self.nproc_per_node}{tail}"
 
     @property
     def ref(self) -> str:
@@ -231,7 +236,9 @@ def load_config(case: CaseSpec, ref: str) -> VendorConfig:
     vendor, _, name = ref.partition("/")
     match = CONFIG_NAME.match(name)
     if not vendor or not match:
-        raise CatalogError(f"config {ref!r}: expected VENDOR/CHIPxNNODESxNPROC, e.g. cpu/CPUx1x1")
+        raise CatalogError(
+            f"config {ref!r}: expected VENDOR/CHIPxNNODESxNPROC[-VARIANT], e.g. cpu/CPUx1x1"
+        )
     path = case.dir / "configs" / vendor / f"{name}.yaml"
     if not path.is_file():
         known = ", ".join(config_refs(case)) or "none"
@@ -261,6 +268,7 @@ def load_config(case: CaseSpec, ref: str) -> VendorConfig:
         chip=match["chip"],
         nnodes=int(match["nnodes"]),
         nproc_per_node=int(match["nproc"]),
+        variant=match["variant"] or "",
         overrides=overrides,
         references=references,
         path=path,

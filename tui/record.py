@@ -42,7 +42,7 @@ COLUMN_ALIASES = {
 }
 # "acc(MMLU)" (seed 003): a known column with a qualifier, shown verbatim as the header.
 QUALIFIED = re.compile(r"^(?P<key>[^()]+)\((?P<qualifier>[^()]+)\)$")
-_CONFIG = re.compile(r"^(?P<chip>.+)x(?P<nnodes>\d+)x(?P<nproc>\d+)$")
+_CONFIG = re.compile(r"^(?P<chip>.+)x(?P<nnodes>\d+)x(?P<nproc>\d+)(?:-[a-z0-9]+)?$")  # catalog's
 # A run id names its directory (<results>/runs/<run_id>): one plain path component, as
 # tui/fleet.py's new_run_id makes them (20261121-193000-distilbert-pytorch-ab12).
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")

@@ -13,10 +13,21 @@ The sentences are movie-review templates: one or two sentiment words of one pola
 neutral filler, label 1 positive / 0 negative, no label noise. A small model learns them in a
 few hundred steps, which is what a CPU smoke run of the benchmark needs.
 
---from DIR: FlagPerf's distilbert_train.tar unpacked (the real SST-2 and
-distilbert-base-uncased in the same layout): checked (the model config, the TSV headers),
-then hard-linked (copied across filesystems). The first missing or malformed file is named
-in one line on stderr, exit code 2, nothing staged.
+--from DIR: the real SST-2 and distilbert-base-uncased, in either layout:
+
+    DIR/model/ (or checkpoint/)     the HF checkpoint (config.json, vocab.txt, weights)
+    DIR/dataset/train_dataset.npz, eval_dataset.npz
+                                    FlagPerf's distilbert_train.tar (DIR may also be where
+                                    the tar was unpacked, holding distilbert/)
+    DIR/SST-2/train.tsv, dev.tsv    or GLUE's SST-2 TSVs instead of dataset/
+
+The checkpoint is hard-linked (copied across filesystems) as DATA_DIR/checkpoint/, GLUE's
+TSVs likewise. FlagPerf's .npz files hold the sentences, labels and the token ids its
+preprocessing made (idx, sentence, label, input_ids, attention_mask; padded to 512): they
+are written out as the TSVs run.py reads, after checking that the checkpoint's tokenizer
+gives every row exactly the ids the file holds, so the run computes on FlagPerf's tokens.
+The first missing or malformed file is named in one line on stderr, exit code 2, nothing
+staged.
 """
 
 from __future__ import annotations
@@ -86,11 +97,12 @@ def sentence(rng: random.Random, label: int) -> str:
     )
 
 
-def write_tsv(path: Path, rows: list[tuple[str, int]]) -> None:
+def write_tsv(path: Path, rows: list[tuple[str, int]], end: str = " ") -> None:
+    """GLUE's SST-2 TSV (its sentences end with a space: ``end`` adds it to synthetic ones)."""
     with open(path, "w", encoding="utf-8", newline="\n") as f:
         f.write("sentence\tlabel\n")
         for text, label in rows:
-            f.write(f"{text} \t{label}\n")  # GLUE's SST-2 rows end the sentence with a space
+            f.write(f"{text}{end}\t{label}\n")
 
 
 def make_rows(rng: random.Random, n: int) -> list[tuple[str, int]]:
@@ -163,11 +175,19 @@ def synthetic(out: Path, args: argparse.Namespace) -> None:
 
 
 CHECKPOINT_FILES = ("config.json", "vocab.txt")  # and the weights, and tokenizer files if any
+# FlagPerf's pre-tokenized SST-2 (its data_preprocessing/create_train_eval_data.py).
+NPZ_SPLITS = {"train.tsv": "train_dataset.npz", "dev.tsv": "eval_dataset.npz"}
+NPZ_KEYS = ("sentence", "label", "input_ids", "attention_mask")
 
 
-def stage(src: Path, out: Path) -> None:
-    """Check ``src`` (the checkpoint's config and vocabulary, the TSVs' headers), then link."""
-    ckpt = src / "checkpoint"
+def _root(src: Path) -> Path:
+    """``src``, or the ``distilbert/`` directory FlagPerf's tar unpacks to inside it."""
+    inner = src / "distilbert"
+    named = ("model", "checkpoint", "dataset", "SST-2")
+    return inner if inner.is_dir() and not any((src / n).exists() for n in named) else src
+
+
+def check_checkpoint(ckpt: Path) -> None:
     for name in CHECKPOINT_FILES:
         if not (ckpt / name).is_file():
             raise harness.InputError(f"missing data: {ckpt / name}")
@@ -180,18 +200,70 @@ def stage(src: Path, out: Path) -> None:
     weights = [p for p in ckpt.iterdir() if p.suffix in (".safetensors", ".bin")]
     if not weights:
         raise harness.InputError(f"missing data: {ckpt}/model.safetensors (or *.bin)")
-    tsvs = [src / "SST-2" / name for name in ("train.tsv", "dev.tsv")]
-    for tsv in tsvs:
-        try:
-            header = tsv.read_text(encoding="utf-8").split("\n", 1)[0].split("\t")
-        except OSError:
-            raise harness.InputError(f"missing data: {tsv}") from None
-        if "sentence" not in header or "label" not in header:
-            raise harness.InputError(f"{tsv}: header must have 'sentence' and 'label' columns")
+
+
+def check_tsv(tsv: Path) -> None:
+    try:
+        header = tsv.read_text(encoding="utf-8").split("\n", 1)[0].split("\t")
+    except OSError:
+        raise harness.InputError(f"missing data: {tsv}") from None
+    if "sentence" not in header or "label" not in header:
+        raise harness.InputError(f"{tsv}: header must have 'sentence' and 'label' columns")
+
+
+def read_npz(path: Path, tokenizer: Any) -> list[tuple[str, int]]:
+    """FlagPerf's .npz -> [(sentence, label)], checked: the arrays agree in length, labels
+    are 0/1, and ``tokenizer`` gives each sentence the ids the file holds (no pickles)."""
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            missing = [k for k in NPZ_KEYS if k not in f.files]
+            if missing:
+                raise harness.InputError(f"{path}: no array {missing[0]!r} (has {f.files})")
+            sentences, labels, ids, mask = (f[k] for k in NPZ_KEYS)
+    except (OSError, ValueError) as e:  # missing, not a zip, object arrays (pickles)
+        raise harness.InputError(f"{path}: {e}") from None
+    if sentences.dtype.kind != "U" or ids.ndim != 2 or mask.shape != ids.shape:
+        raise harness.InputError(f"{path}: sentence must be text, input_ids/attention_mask N x L")
+    if not len(sentences) == len(labels) == len(ids) or not set(labels.tolist()) <= {0, 1}:
+        raise harness.InputError(f"{path}: sentence, label, input_ids: lengths or labels differ")
+    sentences = sentences.tolist()
+    got = tokenizer(sentences, truncation=True, max_length=ids.shape[1])["input_ids"]
+    for i, (text, row, n) in enumerate(zip(sentences, ids, mask.sum(axis=1), strict=True)):
+        if "\t" in text or "\n" in text or got[i] != row[:n].tolist():
+            raise harness.InputError(
+                f"{path}: row {i}: the checkpoint's tokenizer does not give its sentence"
+                " the input_ids the file holds (or it holds a tab or newline)"
+            )
+    return list(zip(sentences, labels.tolist(), strict=True))
+
+
+def stage(src: Path, out: Path) -> None:
+    """Check everything in ``src`` (either layout), then stage the checkpoint and TSVs."""
+    root = _root(src)
+    ckpt = next((root / n for n in ("model", "checkpoint") if (root / n).is_dir()), None)
+    if ckpt is None:
+        raise harness.InputError(f"missing data: {root}/model (or checkpoint)")
+    check_checkpoint(ckpt)
+    rows: dict[str, list[tuple[str, int]]] = {}
+    if (root / "dataset").is_dir():
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(ckpt)
+        rows = {tsv: read_npz(root / "dataset" / npz, tokenizer) for tsv, npz in NPZ_SPLITS.items()}
+    else:
+        for name in NPZ_SPLITS:
+            check_tsv(root / "SST-2" / name)
     for f in sorted(p for p in ckpt.iterdir() if p.is_file()):
         harness.link_or_copy(f, out / "checkpoint" / f.name)
-    for tsv in tsvs:
-        harness.link_or_copy(tsv, out / "SST-2" / tsv.name)
+    (out / "SST-2").mkdir(parents=True, exist_ok=True)
+    for name in NPZ_SPLITS:
+        if rows:
+            (out / "SST-2" / name).unlink(missing_ok=True)  # never through a staged link
+            write_tsv(out / "SST-2" / name, rows[name], end="")
+        else:
+            harness.link_or_copy(root / "SST-2" / name, out / "SST-2" / name)
 
 
 def options(parser: argparse.ArgumentParser) -> None:
@@ -207,7 +279,7 @@ if __name__ == "__main__":
             synthetic,
             stage=stage,
             options=options,
-            real_data="FlagPerf's distilbert_train.tar unpacked: checkpoint/ "
-            "(distilbert-base-uncased, save_pretrained layout), SST-2/train.tsv, SST-2/dev.tsv",
+            real_data="FlagPerf's distilbert_train.tar unpacked (model/, dataset/*.npz), or a "
+            "checkpoint/ (distilbert-base-uncased) beside GLUE's SST-2/train.tsv, dev.tsv",
         )
     )
