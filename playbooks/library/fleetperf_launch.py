@@ -30,6 +30,15 @@ options:
       (C(no_log)).
     type: dict
     default: {}
+  bind_addr:
+    description: For a multi-node run, the address (or name) the other nodes reach this
+      host on. C(GLOO_SOCKET_IFNAME) and C(NCCL_SOCKET_IFNAME) are set to the interface
+      that holds it, or else the one holding the address this SSH session came in on
+      (C(SSH_CONNECTION)), unless O(env) sets them; without them gloo binds the address
+      the hostname resolves to, often loopback, and its peers are refused. Where no
+      interface holds either (an address behind NAT), the variables stay unset.
+    type: str
+    default: ""
   executor:
     description: C(process) on the host, or C(docker) in the vendor's image (then only
       O(env) reaches the workload, and O(container), O(run_id) and O(host) are required).
@@ -165,7 +174,9 @@ image_id:
   sample: sha256:9b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c
 """
 
+import ipaddress
 import os
+import socket
 import subprocess
 import sys
 
@@ -192,13 +203,64 @@ os.replace(tmp, os.path.join(run_dir, "exit_code"))
 """
 
 
+# The interface gloo and NCCL open their sockets on (bootstrap, and TCP transport).
+SOCKET_IFNAMES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+
+
+def _addresses(addr: str) -> list:
+    """``addr`` as IP addresses: itself, or what the name resolves to here."""
+    try:
+        return [ipaddress.ip_address(addr)]
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(addr, None)
+    except OSError:
+        return []
+    return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
+
+
+def socket_ifname(module: AnsibleModule) -> str | None:
+    """The interface holding O(bind_addr), else the address this SSH session reached the
+    host on; None when no interface holds either."""
+    wanted = [module.params["bind_addr"], *os.environ.get("SSH_CONNECTION", "").split()[2:3]]
+    ip_bin = module.get_bin_path("ip")  # iproute2
+    rc, out, _ = module.run_command([ip_bin, "-o", "addr", "show"]) if ip_bin else (1, "", "")
+    owners = {}
+    for line in out.splitlines() if rc == 0 else []:
+        words = line.split()  # 2: eth0    inet 10.0.0.2/24 brd ... scope global eth0
+        if len(words) > 3 and words[2] in ("inet", "inet6"):
+            ip = ipaddress.ip_address(words[3].split("/")[0])
+            owners.setdefault(ip, words[1].split("@")[0])
+    for addr in wanted:
+        for ip in _addresses(addr):
+            if ip in owners:
+                return owners[ip]
+    return None
+
+
+def workload_env(module: AnsibleModule) -> dict[str, str]:
+    """O(env), with the socket interfaces of a multi-node run where it does not set them."""
+    env = {str(k): str(v) for k, v in module.params["env"].items()}
+    if module.params["bind_addr"] and not set(SOCKET_IFNAMES) <= set(env):
+        ifname = socket_ifname(module)
+        if ifname:
+            env = {**dict.fromkeys(SOCKET_IFNAMES, ifname), **env}
+        else:
+            module.warn(
+                f"no interface holds {module.params['bind_addr']}: gloo and NCCL bind"
+                " their defaults (set GLOO_SOCKET_IFNAME in fleetperf_workload_env)"
+            )
+    return env
+
+
 def launch_container(module: AnsibleModule, run_dir: str) -> None:
     """The supervisor and its workload in the vendor's image; only ``env`` goes in."""
     p = module.params
     why = fleetperf_docker.require_sdk()
     if why:
         module.fail_json(msg=f"host {p['host']}: {why}")
-    env = {str(k): str(v) for k, v in p["env"].items()}
+    env = workload_env(module)
     command = ["python", "-c", SUPERVISOR, run_dir, *p["argv"]]
     target = {"docker_host": p["docker_host"], "run_id": p["run_id"], "host": p["host"]}
     try:
@@ -215,6 +277,7 @@ def main() -> None:
             "argv": {"type": "list", "elements": "str", "required": True},
             "chdir": {"type": "path", "required": True},
             "env": {"type": "dict", "default": {}, "no_log": True},  # tokens (HF_TOKEN)
+            "bind_addr": {"type": "str", "default": ""},
             "executor": {"type": "str", "default": "process", "choices": ["process", "docker"]},
             "docker_host": {"type": "str", "default": ""},
             "run_id": {"type": "str", "default": ""},
@@ -240,7 +303,7 @@ def main() -> None:
         launch_container(module, run_dir)
 
     env = dict(os.environ)
-    env.update({str(k): str(v) for k, v in module.params["env"].items()})
+    env.update(workload_env(module))
     proc = subprocess.Popen(
         [sys.executable, "-c", SUPERVISOR, run_dir, *module.params["argv"]],
         cwd=module.params["chdir"],
