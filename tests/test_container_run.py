@@ -339,6 +339,7 @@ def test_two_ssh_nodes_train_one_model_in_containers(engine, cpu_image, fleet, t
                     "ansible_python_interpreter": sys.executable,  # has the Docker SDK
                     "fleetperf_executor": "docker",
                     "fleetperf_docker_host": e.host,
+                    "fleetperf_base_image": BASE,  # what the image was built on
                     "fleetperf_repo_dir": str(REPO),
                     "fleetperf_data_root": str(fp.data_root),
                     "fleetperf_run_root": str(h.root / "runs"),

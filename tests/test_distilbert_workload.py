@@ -36,6 +36,8 @@ METRIC_KEYS = {
     "loss",
     "mem_used_gib",
     "mem_total_gib",
+    "energy_j_per_sample",  # null with a note where the host has no counter this reads
+    "energy_j_per_token",
 }
 HP = {
     "precision": "fp32",
@@ -207,6 +209,18 @@ def test_single_process_run_converges_and_reports(tmp_path, data_dir):
     assert metrics["acc"] == [e for e in events if e["kind"] == "eval"][-1]["value"]
     assert metrics["mfu"] is None  # no datasheet peak for a CPU
     assert any("mfu null: no datasheet peak for device" in n for n in result["notes"])
+    rapl, why_none = harness.energy.rapl_counter()
+    if rapl is None:  # this machine's RAPL: absent or root-only, said in a note
+        assert metrics["energy_j_per_sample"] is None
+        assert f"energy null: {why_none}" in result["notes"]
+    else:
+        assert metrics["energy_j_per_sample"] > 0 and metrics["energy_j_per_token"] > 0
+    rapl, why_none = harness.energy.rapl_counter()
+    if rapl is None:  # this machine's RAPL: absent or root-only, said in a note
+        assert metrics["energy_j_per_sample"] is None
+        assert f"energy null: {why_none}" in result["notes"]
+    else:
+        assert metrics["energy_j_per_sample"] > 0 and metrics["energy_j_per_token"] > 0
     _check_rates(result, 1, data_dir, threads=os.cpu_count() or 1)
     assert metrics["warmup_samples"] == HP["warmup_steps"] * HP["train_batch_size"]
     counted = steps[-1]["samples"] - metrics["warmup_samples"]
