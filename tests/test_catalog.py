@@ -357,3 +357,62 @@ def test_a_config_is_named_by_chip_nodes_and_devices() -> None:
         16,
     )
     assert spec.precision == spec.hp["precision"]
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("env: [A, B]\n", "env: expected a mapping of NAME: value"),
+        ("env: {lower: x}\n", "env.lower: not a variable name"),
+        ("env: {9LIVES: x}\n", "env.9LIVES: not a variable name"),
+        ("env: {A-B: x}\n", "env.A-B: not a variable name"),
+        ("env: {PYTHONPATH: /x}\n", "env.PYTHONPATH: a config may not set it: fleetperf sets it"),
+        ("env: {PYTHONSTARTUP: /x}\n", "env.PYTHONSTARTUP: a config may not set it: it makes"),
+        ("env: {LD_PRELOAD: /x.so}\n", "env.LD_PRELOAD: a config may not set it: it makes"),
+        ("env: {PATH: /x}\n", "env.PATH: a config may not set it"),
+        ("env: {MASTER_PORT: '1'}\n", "env.MASTER_PORT: a config may not set it: torchrun"),
+        ("env: {TORCHELASTIC_RUN_ID: x}\n", "env.TORCHELASTIC_RUN_ID: a config may not set it"),
+        ("env: {SLURM_NTASKS: '2'}\n", "env.SLURM_NTASKS: a config may not set it: Slurm"),
+        ("env: {GLOO_SOCKET_IFNAME: eth0}\n", "env.GLOO_SOCKET_IFNAME: a config may not set it"),
+        ("env: {BKCL_FORCE_SYNC: 1}\n", 'env.BKCL_FORCE_SYNC: expected a string; quote it ("1")'),
+        ("env: {A: true}\n", "env.A: expected a string (got True)"),
+        ("env: {A: {B: c}}\n", "env.A: expected a string (got {'B': 'c'})"),
+        ("env: {A: [b]}\n", "env.A: expected a string (got ['b'])"),
+        ("env: {A: null}\n", "env.A: expected a string (got None)"),
+        ('env: {A: "x\\0y"}\n', "env.A: a NUL character cannot be in the environment"),
+    ],
+)
+def test_a_bad_env_names_file_and_field(cases: Path, text: str, needle: str) -> None:
+    path = write_config(cases, "CPUx1x3", "overrides: {}\n" + text)
+    case = catalog.load_case("distilbert-pytorch", cases)
+    with pytest.raises(CatalogError) as err:
+        catalog.load_config(case, "cpu/CPUx1x3")
+    message = str(err.value)
+    assert message.startswith(f"{path}: env")
+    assert needle in message
+    assert "\n" not in message
+
+
+def test_a_config_env_is_kept_as_written(cases: Path) -> None:
+    write_config(
+        cases,
+        "CPUx1x3",
+        'env: {A_1: "", _B: "{data_dir}/t {{ x }}", NCCL_DEBUG: INFO}\n',
+    )
+    case = catalog.load_case("distilbert-pytorch", cases)
+    config = catalog.load_config(case, "cpu/CPUx1x3")
+    assert config.env == {"A_1": "", "_B": "{data_dir}/t {{ x }}", "NCCL_DEBUG": "INFO"}
+    assert catalog.resolve(case, config).config.env == config.env
+    write_config(cases, "CPUx1x4", "overrides: {}\n")  # no env: none
+    assert catalog.load_config(case, "cpu/CPUx1x4").env == {}
+
+
+def test_seed_004s_kunlunxin_config_carries_its_vendor_settings() -> None:
+    """FlagPerf's environment_variables.sh for the R300 row (issue 19 point 7)."""
+    case = catalog.load_case("llama2_7b-deepspeed")
+    config = catalog.load_config(case, "kunlunxin/R300x1x8")
+    assert config.env == {
+        "XDNN_FC_GEMM_DTYPE": "float32",
+        "BKCL_FORCE_SYNC": "1",
+        "XPU_FC_AUTOTUNE_FILE": "{data_dir}/fc_autotune_fp16.log",
+    }

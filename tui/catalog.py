@@ -31,6 +31,49 @@ CONFIG_NAME = re.compile(
     r"^(?P<chip>[A-Za-z0-9_.-]+?)x(?P<nnodes>\d+)x(?P<nproc>\d+)(?:-(?P<variant>[a-z0-9]+))?$"
 )
 
+# A config's env (docs/new-case.md): names as POSIX shells take them, upper case.
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+# Names a config may not set, and why: fleetperf, torchrun or Slurm set them for the
+# workload (a config's value would break the launch), or they make processes load code
+# from a path, which is the host's setup (the inventory's fleetperf_workload_env), not a
+# config's: configs are data (docs/security.md).
+_SETS_ITSELF = "fleetperf sets it for the workload"
+_PER_HOST = "fleetperf sets it per host (set it in the inventory's fleetperf_workload_env)"
+_TORCHRUN = "torchrun sets it for each process"
+_LOADS_CODE = (
+    "it makes processes load code from a path: the host's setup"
+    " (the inventory's fleetperf_workload_env), not a config's"
+)
+OWNED_ENV: dict[str, str] = {
+    "PYTHONPATH": _SETS_ITSELF,
+    "PYTHONUNBUFFERED": _SETS_ITSELF,
+    "GLOO_SOCKET_IFNAME": _PER_HOST,
+    "NCCL_SOCKET_IFNAME": _PER_HOST,
+    **dict.fromkeys(
+        (
+            "RANK",
+            "LOCAL_RANK",
+            "WORLD_SIZE",
+            "LOCAL_WORLD_SIZE",
+            "GROUP_RANK",
+            "GROUP_WORLD_SIZE",
+            "ROLE_RANK",
+            "ROLE_WORLD_SIZE",
+            "ROLE_NAME",
+            "MASTER_ADDR",
+            "MASTER_PORT",
+        ),
+        _TORCHRUN,
+    ),
+    **dict.fromkeys(("PATH", "BASH_ENV", "ENV"), _LOADS_CODE),
+}
+OWNED_ENV_PREFIXES: dict[str, str] = {
+    "TORCHELASTIC_": _TORCHRUN,
+    "SLURM_": "Slurm sets it for the job",
+    "LD_": _LOADS_CODE,  # LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT
+    "PYTHON": _LOADS_CODE,  # PYTHONSTARTUP, PYTHONHOME, PYTHONWARNINGS (imports categories)
+}
+
 
 class _Loader(yaml.SafeLoader):
     """Safe YAML that also reads ``1e-4`` as a float, as YAML 1.2 and every user expect."""
@@ -123,6 +166,9 @@ class VendorConfig(_Strict):
     overrides: dict[str, Any] = Field(default_factory=dict)
     # Published figures for this hardware (tui/references.py, docs/references.md).
     references: list[Reference] = Field(default_factory=list)
+    # Environment variables for the workload (vendor settings such as Kunlunxin's FC
+    # autotune file), as written: "{data_dir}" is replaced on each host by the plays.
+    env: dict[str, str] = Field(default_factory=dict)
     path: Path
 
     @property
@@ -244,10 +290,10 @@ def load_config(case: CaseSpec, ref: str) -> VendorConfig:
         known = ", ".join(config_refs(case)) or "none"
         raise CatalogError(f"case {case.name}: no config {ref!r} (known: {known})")
     data = _load_yaml(path)
-    extra = sorted(set(data) - {"overrides", "references"})
+    extra = sorted(set(data) - {"overrides", "references", "env"})
     if extra:
         raise CatalogError(
-            f"{_rel(path)}: {extra[0]}: unknown field (only 'overrides', 'references')"
+            f"{_rel(path)}: {extra[0]}: unknown field (only 'overrides', 'references', 'env')"
         )
     overrides = data.get("overrides") or {}
     if not isinstance(overrides, dict):
@@ -271,8 +317,36 @@ def load_config(case: CaseSpec, ref: str) -> VendorConfig:
         variant=match["variant"] or "",
         overrides=overrides,
         references=references,
+        env=_check_env(_rel(path), data.get("env")),
         path=path,
     )
+
+
+def _check_env(where: str, env: Any) -> dict[str, str]:
+    """A config's ``env``: NAME -> string, no name that fleetperf, torchrun or Slurm own
+    or that loads code. Values are strings only: YAML would turn 1, yes or 1e3 into
+    something else, so a number must be quoted and reaches the workload as written."""
+    if env is None:
+        return {}
+    if not isinstance(env, dict):
+        raise CatalogError(f"{where}: env: expected a mapping of NAME: value")
+    for name, value in env.items():
+        if not isinstance(name, str) or not ENV_NAME.match(name):
+            raise CatalogError(f"{where}: env.{name}: not a variable name ([A-Z_][A-Z0-9_]*)")
+        reason = OWNED_ENV.get(name) or next(
+            (why for prefix, why in OWNED_ENV_PREFIXES.items() if name.startswith(prefix)), None
+        )
+        if reason:
+            raise CatalogError(f"{where}: env.{name}: a config may not set it: {reason}")
+        if not isinstance(value, str):
+            raise CatalogError(
+                f'{where}: env.{name}: expected a string; quote it ("{value}")'
+                if isinstance(value, int | float) and not isinstance(value, bool)
+                else f"{where}: env.{name}: expected a string (got {value!r})"
+            )
+        if "\0" in value:
+            raise CatalogError(f"{where}: env.{name}: a NUL character cannot be in the environment")
+    return env
 
 
 def parse_sets(pairs: list[str]) -> dict[str, Any]:
