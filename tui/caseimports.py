@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import threading
 from pathlib import Path
 
 # Import names whose distribution has another name (the rest are their own distribution).
@@ -31,6 +32,9 @@ OPTIONAL = {
     "pynvml": "harness/nvml.py: NVML readings (utilisation, power, memory) where the driver "
     "has them, null without",
 }
+# CPython before 3.11.8 and 3.12.1 shares ast's recursion depth between threads: two runs
+# of a batch parsing at once failed with "AST constructor recursion depth mismatch".
+_PARSE = threading.Lock()
 
 
 def normalize(distribution: str) -> str:
@@ -87,7 +91,9 @@ def workload_imports(case_dir: Path, entrypoint: str, harness: Path) -> dict[str
             continue
         seen.add(path)
         where = path.relative_to((harness if package else case_dir).parent).as_posix()
-        for name in _imported(ast.parse(path.read_bytes(), str(path)), package):
+        with _PARSE:
+            tree = ast.parse(path.read_bytes(), str(path))
+        for name in _imported(tree, package):
             top = name.split(".")[0]
             if top == harness.name:
                 # harness.a.b: the package's __init__ and each module file on the way
