@@ -1,24 +1,31 @@
 """fleetperf's in-workload library: what every case uses to time, measure and report.
 
 Importing it imports no torch (the controller imports ``harness.metrics``,
-``harness.vendors`` and ``harness.peak_cache``); the parts that need torch import it when
+``harness.vendors``, ``harness.staging`` and ``harness.peak_cache``, which import nothing
+beyond the standard library and ``harness.errors``); the parts that need torch import it when
 called. psutil and nvidia-ml-py are used where present. docs/harness.md is the guide.
 
 A case's ``run.py`` uses ``run_case`` and ``Run`` (the SDK); its ``prepare.py``
 ``prepare_main``. The modules below them:
 
 - ``runner``      Run (config, hp, device, process group, seeds, instruments, step logging,
-                  eval cadence, convergence, accounting, result), run_case()
-- ``case``        case.yaml as the workload reads it: hp checked once, requires, target
+                  eval cadence, convergence, accounting, energy, result), run_case()
+- ``case``        case.yaml as the workload reads it: hp checked once (types, ``choices``),
+                  requires, target
 - ``layout``      Layout: data x tensor x pipeline parallel ranks, which rank counts a batch
-- ``staging``     prepare_main(), link_or_copy, the data manifest
+- ``staging``     prepare_main(), link_or_copy, the data manifest (DATA_MANIFEST)
 - ``tiny``        synthetic-data builders: WordPiece vocabulary, tiny Llama, Llama config check
+- ``errors``      InputError: bad input, one line naming the file, exit 2
+- ``workload``    load_config, require_paths, guarded(): error events and exit codes
 
 - ``device``      open_device(): per vendor and precision, device, autocast, scaler, sync,
-                  backend, name; Device
-- ``vendors``     PRECISIONS_BY_VENDOR, precision_problem() (standard library only)
+                  backend, name, the math the matmuls ran at; Device
+- ``vendors``     PRECISIONS (every precision a config may name), PRECISIONS_BY_VENDOR,
+                  precision_problem() (standard library only)
 - ``perf``        PerfTracker (nested p_whole / p_train / p_core windows), PerfTotals,
                   merge_totals, throughput_metrics, token_rates
+- ``energy``      EnergyMeter over run.perf's counted window: NVML's energy counter or RAPL
+                  package domains, summed over the ranks; null with a note where none
 - ``result``      build_result(), ModelFlops: the ``result`` event payload
 - ``flops``       PaLM FLOPs-per-token formulas, non_embedding_params, params_of
 - ``peak``        datasheet PEAK_FLOPS per chip and math mode, chip_from_device_name
@@ -26,26 +33,25 @@ A case's ``run.py`` uses ``run_case`` and ``Run`` (the SDK); its ``prepare.py``
 - ``metrics``     the metric registry (standard library only)
 - ``memory``      MemoryMonitor: peak device memory (on CPU: RSS + workers' USS)
 - ``sysmon``      SysSampler: cpu %, host memory, device utilisation and power
+- ``nvml``        nvidia-ml-py readings where the driver has them
 - ``dist``        DistEnv, process group, barrier, all_reduce, reduce_totals, reduce_memory
 - ``environment`` the result's environment object
 - ``events``      EventWriter (events.jsonl, the contract's rank rules)
-- ``workload``    InputError, load_config, guarded(): error events and exit codes
 """
 
-# Old per-case entry points (run_workload, PerfTracker, build_result, ...) stay exported
-# until every case runs on ``Run``.
-
+# What cases, prepare steps, tests and benchmarks reach as ``harness.NAME``; the rest is
+# imported from its module.
 from harness.device import Device, open_device
 from harness.dist import (
     DistEnv,
     all_reduce,
     barrier,
     init_distributed,
-    reduce_memory,
     reduce_totals,
     shutdown_distributed,
     sum_counted,
 )
+from harness.errors import InputError
 from harness.events import EventWriter
 from harness.flops import (
     inference_flops_per_token,
@@ -54,66 +60,49 @@ from harness.flops import (
     params_of,
     training_flops_per_token,
 )
-from harness.layout import Layout
 from harness.memory import MemoryMonitor, host_total_gib
 from harness.metrics import METRICS, Metric, registry
-from harness.peak import PEAK_FLOPS, chip_from_device_name, datasheet_peak, peak_flops
-from harness.peak_cache import cache_path as peak_cache_path
-from harness.perf import (
-    PerfTotals,
-    PerfTracker,
-    merge_totals,
-    process_age_s,
-    throughput_metrics,
-    token_rates,
-)
+from harness.peak import datasheet_peak, peak_flops
+from harness.perf import PerfTotals, PerfTracker, process_age_s, throughput_metrics, token_rates
 from harness.result import ModelFlops, build_result
-from harness.runner import Run, Step, run_case
+from harness.runner import Run, run_case
 from harness.staging import link_or_copy, prepare_main
 from harness.sysmon import SysSampler
 from harness.vendors import PRECISIONS_BY_VENDOR, precision_problem
-from harness.workload import InputError, guarded, load_config, require_paths, run_workload
+from harness.workload import guarded, load_config, require_paths
 
 __all__ = [
     "METRICS",
-    "PEAK_FLOPS",
     "PRECISIONS_BY_VENDOR",
     "Device",
     "DistEnv",
     "EventWriter",
     "InputError",
-    "Layout",
     "MemoryMonitor",
     "Metric",
     "ModelFlops",
     "PerfTotals",
     "PerfTracker",
     "Run",
-    "Step",
     "SysSampler",
     "all_reduce",
     "barrier",
     "build_result",
-    "chip_from_device_name",
     "datasheet_peak",
     "guarded",
-    "run_workload",
     "host_total_gib",
     "inference_flops_per_token",
     "init_distributed",
-    "load_config",
     "link_or_copy",
+    "load_config",
     "lora_training_flops_per_token",
-    "merge_totals",
     "non_embedding_params",
     "open_device",
     "params_of",
-    "peak_cache_path",
     "peak_flops",
     "precision_problem",
     "prepare_main",
     "process_age_s",
-    "reduce_memory",
     "reduce_totals",
     "registry",
     "require_paths",

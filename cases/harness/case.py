@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.errors import InputError
 from harness.metrics import Metric, registry
-from harness.workload import InputError
 
 
 class Hyper(dict[str, Any]):

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from harness.errors import InputError
 from harness.vendors import TF32_MIN_CAPABILITY, precision_problem
-from harness.workload import InputError
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import random
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,6 +46,7 @@ from harness.dist import (
     sum_counted,
 )
 from harness.energy import open_meter
+from harness.errors import InputError
 from harness.events import EventWriter
 from harness.layout import Layout
 from harness.memory import MemoryMonitor
@@ -51,7 +54,7 @@ from harness.peak_cache import cache_path
 from harness.perf import PerfTotals, PerfTracker
 from harness.result import ModelFlops, build_result
 from harness.sysmon import SysSampler
-from harness.workload import InputError, load_config, require_paths, run_workload
+from harness.workload import guarded, load_config, require_paths
 
 if TYPE_CHECKING:
     import torch
@@ -447,12 +450,23 @@ class Run:
 
 def run_case(file: str, main: Callable[[Run], None]) -> NoReturn:
     """A case's entry point: ``sys.exit(harness.run_case(__file__, main))``. Parses the
-    contract's arguments, builds the ``Run`` from the case.yaml beside ``file`` and calls
-    ``main(run)``; failures become an ``error`` event and exit code 2 (bad input) or 1."""
+    contract's arguments (docs/workload-contract.md: --config, --data-dir, --run-dir), opens
+    the rank's event writer, builds the ``Run`` from the case.yaml beside ``file`` and calls
+    ``main(run)`` under ``guarded``: failures become an ``error`` event and exit code 2 (bad
+    input) or 1."""
     case_dir = Path(file).resolve().parent
-
-    def start(args: argparse.Namespace, env: DistEnv, events: EventWriter) -> int:
-        main(Run(load_case_file(case_dir), args, env, events))
-        return 0
-
-    return run_workload(f"{case_dir.name} workload", start)
+    parser = argparse.ArgumentParser(description=f"{case_dir.name} workload")
+    parser.add_argument("--config", required=True, type=Path, help="RUN_DIR/config.json")
+    parser.add_argument("--data-dir", required=True, type=Path, help="the case's data directory")
+    parser.add_argument("--run-dir", required=True, type=Path, help="where events.jsonl goes")
+    args = parser.parse_args()
+    env = DistEnv.from_env()
+    events = EventWriter(args.run_dir / "events.jsonl", env.rank, env.local_rank)
+    code = guarded(events, lambda: main(Run(load_case_file(case_dir), args, env, events)))
+    # Every event is written and flushed by now. Leave without the interpreter's teardown:
+    # its collections walk every object torch made (about a second on 2 cores), and the
+    # destructors of torch's and deepspeed's C++ threads can abort a rank after a passed
+    # result ("terminate called without an active exception"), failing the run.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

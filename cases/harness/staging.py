@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from harness.workload import InputError
+from harness.errors import InputError
 
 # Written into the case's data directory: how the data was made (the preflight reads it
 # into the record's synthetic_data; tui/catalog.py names the same file).

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.workload import InputError
+from harness.errors import InputError
 
 WORDPIECE_SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 LLAMA_SPECIAL = ("<unk>", "<s>", "</s>")

@@ -1,5 +1,5 @@
-"""What every workload's entry point does around its training code: read config.json, check
-inputs, and turn any failure into an ``error`` event and a non-zero exit.
+"""What ``run_case`` does around a case's ``main``: read config.json, check inputs, and turn
+any failure into an ``error`` event and a non-zero exit.
 
 Exit codes: 0 ran to its end (result written), 1 failed while running, 2 bad input (a missing
 data path, an unreadable config, an unsupported setting): nothing was trained.
@@ -7,26 +7,19 @@ data path, an unreadable config, an unsupported setting): nothing was trained.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-from harness.dist import DistEnv
+from harness.errors import InputError
 from harness.events import EventWriter
 from harness.perf import mark_main_start
 
 TRACEBACK_TAIL_LINES = 20
-
-
-class InputError(Exception):
-    """Bad input to the workload: reported in one line, exit code 2."""
-
-    exit_code = 2
 
 
 def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -84,26 +77,3 @@ def guarded(events: EventWriter, main: Callable[[], int | None]) -> int:
         if not isinstance(e, (InputError, SystemExit)):
             traceback.print_exception(e, file=sys.stderr)
         return code
-
-
-def run_workload(
-    description: str,
-    main: Callable[[argparse.Namespace, DistEnv, EventWriter], int | None],
-) -> NoReturn:
-    """The contract's entry point (docs/workload-contract.md): parse --config, --data-dir
-    and --run-dir, open the rank's event writer, and run ``main`` under ``guarded``."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--config", required=True, type=Path, help="RUN_DIR/config.json")
-    parser.add_argument("--data-dir", required=True, type=Path, help="the case's data directory")
-    parser.add_argument("--run-dir", required=True, type=Path, help="where events.jsonl goes")
-    args = parser.parse_args()
-    env = DistEnv.from_env()
-    events = EventWriter(args.run_dir / "events.jsonl", env.rank, env.local_rank)
-    code = guarded(events, lambda: main(args, env, events))
-    # Every event is written and flushed by now. Leave without the interpreter's teardown:
-    # its collections walk every object torch made (about a second on 2 cores), and the
-    # destructors of torch's and deepspeed's C++ threads can abort a rank after a passed
-    # result ("terminate called without an active exception"), failing the run.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
