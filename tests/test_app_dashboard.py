@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from app_support import make_app, plain, run, wait_for
+from rich.style import Style
+from textual.coordinate import Coordinate
+from textual.strip import Strip
 from textual.widgets import DataTable, Label, Log, Sparkline
 
 from tui.app.feed import SERIES_POINTS, RunFeed, downsample
 from tui.app.screens.dashboard import DashboardScreen
 from tui.app.widgets.charts import RunProgress
+from tui.app.widgets.hosttable import HostTable
 from tui.events import HostState, MetricSample, RunFinished, RunStarted
 
 RUN = "20261122-070000-emitter-0001"
@@ -48,7 +53,7 @@ def test_feed_folds_events_into_one_row_per_host_per_tick() -> None:
     assert (a.step, a.samples, a.samples_per_s) == (10, 80, 40.0)
     assert a.tokens_per_s == 64.0  # 64 tokens per second between the last two records
     assert a.eta_s == (800 - 80) / 40.0
-    assert runs == {RUN} and logs[RUN] == ["started emitter cpu/CPUx2x1 on a, b"]
+    assert runs == {RUN} and logs[RUN] == [f"started emitter cpu/CPUx2x1 on a, b (run {RUN})"]
     assert feed.runs[RUN].progress() == (800.0, 80.0)
     assert feed.take() == ([], set(), {})  # nothing new: nothing to redraw
     feed.push(HostState(RUN, "b", "failed", "host b: failed: disk full"))
@@ -85,7 +90,7 @@ def test_dashboard_shows_rows_failure_reason_and_skips_hidden_charts(tmp_path: P
             await pilot.press("3")
             screen = app.screen
             assert isinstance(screen, DashboardScreen)
-            table = screen.query_one(DataTable)
+            table = screen.query_one(HostTable)
             await wait_for(pilot, lambda: table.row_count == 2)
             assert str(table.get_cell("node-a", "step")) == "5"
             assert str(table.get_cell("node-a", "samples/s")) == "40.0"
@@ -135,7 +140,7 @@ def test_a_screen_first_shown_leaves_the_collectors_full_passes(tmp_path: Path) 
             await pilot.press("3")
             screen = app.screen
             assert isinstance(screen, DashboardScreen)
-            long_lived = [screen, screen.query_one(DataTable), screen.query_one(Log)]
+            long_lived = [screen, screen.query_one(HostTable), screen.query_one(Log)]
             await wait_for(
                 pilot, lambda: not {id(o) for o in long_lived} & {id(o) for o in gc.get_objects()}
             )
@@ -146,36 +151,18 @@ def test_a_screen_first_shown_leaves_the_collectors_full_passes(tmp_path: Path) 
         gc.unfreeze()  # the app's objects may be collected once the test is over
 
 
-def test_the_host_table_keeps_about_a_screen_of_renders() -> None:
-    """Under a live feed every cached render goes stale at the next update; the stock
-    caches (10,000 cells) fill with garbage the collector then walks (the dashboard
-    benchmark's stalls). The names are Textual's: if an upgrade renamed them, DataTable
-    would no longer read ours."""
-    import inspect
-
-    from textual.widgets import DataTable
-
-    from tui.app.widgets.livetable import CELLS, LiveTable
-
-    names = ("_cell_render_cache", "_row_render_cache", "_row_renderable_cache", "_line_cache")
-    stock, live = DataTable(), LiveTable()
-    source = inspect.getsource(DataTable)
-    for name in names:
-        assert source.count(f"self.{name}") >= 2, name  # made and read by DataTable
-        assert getattr(live, name).maxsize <= CELLS, name
-        assert getattr(live, name).maxsize < getattr(stock, name).maxsize, name
-
-
-def test_the_host_table_draws_its_cells_as_the_stock_table_does() -> None:
-    """LiveTable draws plain cells itself (the stock path cost the benchmark's stalls):
-    every line, cursor row and cropped cell included, must come out as DataTable's. Its
-    str cells are plain text: what reads as markup or emoji codes is shown as it is (the
-    stock table given the same text as Text), escape sequences escaped."""
+def test_the_host_table_draws_what_a_datatable_showed() -> None:
+    """HostTable replaced the dashboard's DataTable (row cursor, zebra stripes): every
+    line, header, stripes, cursor focused or not, mouse hover, cropped and wide cells,
+    a table wider than the widget scrolled sideways, dark and light themes, must come out
+    in the same cells and colours as DataTable's. Host text is shown as it is: what reads
+    as markup or emoji codes (the DataTable given it as Text), escape sequences escaped."""
     from rich.text import Text
     from textual.app import App, ComposeResult
 
-    from tui.app.widgets.livetable import LiveTable
+    from tui.term import printable
 
+    columns = {"host": 7, "state": 7, "step": 7, "x": 7, "ETA": 7, "note": None}
     rows = [
         ("node-00", "running", "12", "320.5", "1:02", "ok"),
         ("node-01", "failed", "-", "-", "-", "a reason far too long for its column here"),
@@ -183,54 +170,178 @@ def test_the_host_table_draws_its_cells_as_the_stock_table_does() -> None:
         ("node-03", "queued", "", ":x: done", "", "[rank0]: [/x] [@click=app.quit]"),
         ("node-04", "failed", "", "", "", "title \x1b]0;evil\x07 clear \x1b[2J"),
     ]
-    literal = {  # what the stock table must be given to show each text as it is
-        "[b]bold[/b]": Text("[b]bold[/b]", no_wrap=True, end=""),
-        ":x: done": Text(":x: done", no_wrap=True, end=""),
-        "0:01:02": Text("0:01:02", no_wrap=True, end=""),
-        "[rank0]: [/x] [@click=app.quit]": Text(
-            "[rank0]: [/x] [@click=app.quit]", no_wrap=True, end=""
-        ),
-        "title \x1b]0;evil\x07 clear \x1b[2J": Text(
-            "title \\u001b]0;evil\\u0007 clear \\u001b[2J", no_wrap=True, end=""
-        ),
-    }
 
     class Both(App[None]):
         def compose(self) -> ComposeResult:
-            yield DataTable(id="stock", zebra_stripes=True)
-            yield LiveTable(id="live", zebra_stripes=True)
+            yield DataTable(id="stock", zebra_stripes=True, cursor_type="row")
+            yield HostTable(columns, id="mine")
 
         def on_mount(self) -> None:
-            for table in self.query(DataTable):
-                table.styles.height = 7
-                for i, name in enumerate(("host", "state", "step", "x", "ETA", "note")):
-                    table.add_column(name, key=name, width=None if i == 5 else 7)
-                stock = not isinstance(table, LiveTable)
-                for row in rows:
-                    cells = [literal.get(c, c) if stock else c for c in row]
-                    table.add_row(*cells, key=row[0])
+            stock, mine = self.query_one(DataTable), self.query_one(HostTable)
+            for key, width in columns.items():
+                stock.add_column(key, key=key, width=width)
+            for row in rows:
+                stock.add_row(*(Text(printable(c), no_wrap=True, end="") for c in row), key=row[0])
+                mine.put(row[0], row)
+            stock.styles.height = mine.styles.height = 7
+
+    def look(line: Strip) -> list[tuple[str, Style | None]]:
+        """Text and colours, joined where neighbours look the same (DataTable splits a line
+        by cell, and marks cells with metadata for its mouse handling)."""
+        out: list[tuple[str, Style | None]] = []
+        for seg in line:
+            style = seg.style.clear_meta_and_links() if seg.style else None
+            if out and out[-1][1] == style:
+                out[-1] = (out[-1][0] + seg.text, style)
+            else:
+                out.append((seg.text, style))
+        return out
 
     async def scenario() -> None:
         app = Both()
         async with app.run_test(size=(60, 16)) as pilot:
-            stock, live = app.query_one("#stock", DataTable), app.query_one("#live", DataTable)
-            app.set_focus(None)  # a focused table draws its header differently
-            for cursor, priority in ((0, "css"), (2, "css"), (0, "renderable")):
-                for table in (stock, live):
-                    table.move_cursor(row=cursor)
-                    table.cursor_foreground_priority = priority
-                    table.cursor_background_priority = priority
-                await pilot.pause()
-                for y in range(7):
-                    want, got = stock.render_line(y), live.render_line(y)
-                    # Same cells in the same styles; segments may be split differently.
-                    assert list(got.simplify()) == list(want.simplify()), y
-            assert "[b]bold" in live.render_line(3).text  # markup shown (cropped), not read
+            stock, mine = app.query_one(DataTable), app.query_one(HostTable)
+            compared = 0
+            for theme, focused, cursor, hover, scroll_x in (
+                ("textual-dark", False, 0, None, 0),
+                ("textual-dark", True, 0, None, 0),
+                ("textual-dark", True, 2, 3, 0),
+                ("textual-dark", False, 4, 4, 0),
+                ("textual-dark", True, 1, None, 20),
+                ("textual-light", True, 3, 0, 0),
+                ("textual-light", False, 0, None, 28),
+            ):
+                app.theme = theme
+                shown = []
+                for table in (stock, mine):
+                    app.set_focus(table if focused else None)
+                    if table is stock:
+                        stock.move_cursor(row=cursor, scroll=False)
+                        stock.hover_coordinate = Coordinate(hover or 0, 0)
+                        stock._set_hover_cursor(hover is not None)  # what a mouse move sets
+                    else:
+                        mine.move_cursor(cursor)
+                        mine._set_hover(hover)
+                    table.scroll_to(x=scroll_x, animate=False)
+                    await pilot.pause()
+                    assert table.scroll_offset.x == scroll_x
+                    shown.append([look(table.render_line(y)) for y in range(7)])
+                assert shown[1] == shown[0], (theme, focused, cursor, hover, scroll_x)
+                compared += 1
+            assert compared == 7
+            mine.scroll_to(x=0, animate=False)
+            await pilot.pause()
+            lines = [mine.render_line(y).text for y in range(7)]
+            assert "[b]bold" in lines[3]  # markup shown (cropped), not read
+            assert ":x: don" in lines[4] and "[rank0]: [/x]" in lines[4]
+            assert "\x1b" not in "".join(lines) and "title \\u001b]0" in lines[5]
             assert (
-                ":x: don" in live.render_line(4).text
-                and "[rank0]: [/x]" in live.render_line(4).text
+                mine.get_cell("node-04", "note") == "title \\u001b]0;evil\\u0007 clear \\u001b[2J"
             )
-            assert "\x1b" not in "".join(live.render_line(y).text for y in range(7))
+
+    run(scenario())
+
+
+def test_a_changed_host_repaints_its_own_line_only() -> None:
+    """The point of HostTable: a row whose text changed is drawn again, one line; an
+    unchanged put or a row off screen draws nothing; the cursor moving draws its two rows."""
+    from textual.app import App, ComposeResult
+
+    class Counting(HostTable):
+        def __init__(self) -> None:
+            super().__init__({"host": 8, "step": 6, "note": None})
+            self.painted: list[int] = []
+
+        def render_line(self, y: int) -> Strip:
+            self.painted.append(y)
+            return super().render_line(y)
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Counting()
+
+        def on_mount(self) -> None:
+            table = self.query_one(Counting)
+            table.styles.height = 12  # a header and 11 of the 40 rows
+            for i in range(40):
+                table.put(f"h{i:02d}", (f"h{i:02d}", str(i), ""))
+
+    async def scenario() -> None:
+        app = One()
+        async with app.run_test(size=(60, 20)) as pilot:
+            table = app.query_one(Counting)
+            table.focus()
+            await pilot.pause()
+
+            async def painted_after(change: Callable[[], object]) -> list[int]:
+                await pilot.pause()
+                table.painted.clear()
+                change()
+                await pilot.pause()
+                return sorted(table.painted)
+
+            assert await painted_after(lambda: table.put("h03", ("h03", "99", ""))) == [4]
+            assert table.render_line(4).text.split()[:2] == ["h03", "99"]
+            assert await painted_after(lambda: table.put("h03", ("h03", "99", ""))) == []
+            assert await painted_after(lambda: table.put("h30", ("h30", "1", ""))) == []
+            assert await painted_after(lambda: table.move_cursor(1)) == [1, 2]
+            everyone = [(f"h{i:02d}", (f"h{i:02d}", "70", "")) for i in range(40)]
+            assert await painted_after(lambda: [table.put(*r) for r in everyone]) == list(
+                range(1, 12)
+            )  # every visible row changed: those lines, not the header
+            # A wider note widens its column: the whole table, as any table would.
+            assert len(await painted_after(lambda: table.put("h05", ("h05", "7", "x" * 30)))) == 12
+            assert table.virtual_size.width == 8 + 2 + 6 + 2 + 30 + 2
+            table.put("h05", ("h05", "7", ""))
+            assert table.virtual_size.width == 8 + 2 + 6 + 2 + 4 + 2  # back to "note"
+
+    run(scenario())
+
+
+def test_the_host_table_moves_its_cursor_as_datatable_did() -> None:
+    """Keys and clicks move the row cursor and keep it on screen; each move says which
+    host is highlighted (the dashboard shows that host's note)."""
+    from textual.app import App, ComposeResult
+
+    class One(App[None]):
+        highlighted: list[str] = []
+
+        def compose(self) -> ComposeResult:
+            yield HostTable({"host": 8, "note": None})
+
+        def on_mount(self) -> None:
+            table = self.query_one(HostTable)
+            table.styles.height = 12
+            for i in range(40):
+                table.put(f"h{i:02d}", (f"h{i:02d}", ""))
+
+        def on_host_table_row_highlighted(self, event: HostTable.RowHighlighted) -> None:
+            self.highlighted.append(event.key)
+
+    async def scenario() -> None:
+        app = One()
+        async with app.run_test(size=(40, 20)) as pilot:
+            table = app.query_one(HostTable)
+            table.focus()
+            await pilot.pause()
+            assert app.highlighted == ["h00"]  # the first row under the cursor
+            await pilot.press("down", "down")
+            assert (table.cursor_row, table.cursor_key, app.highlighted[-1]) == (2, "h02", "h02")
+            await pilot.press("ctrl+end")
+            await pilot.pause()
+            assert table.cursor_row == 39 and table.scroll_offset.y == 40 - 11
+            assert table.render_line(11).text.startswith(" h39")
+            await pilot.press("pageup")
+            await pilot.pause()
+            assert table.cursor_row == 39 - 11 and table.scroll_offset.y == 39 - 11
+            await pilot.press("ctrl+home", "up")
+            await pilot.pause()
+            assert table.cursor_row == 0 and table.scroll_offset.y == 0
+            await pilot.click(table, offset=(3, 4))  # line 4: the fourth row under the header
+            assert table.cursor_key == "h03" and app.highlighted[-1] == "h03"
+            table.clear()
+            assert table.row_count == 0 and table.cursor_key is None
+            await pilot.press("down")  # an empty table: nothing to move to, no error
 
     run(scenario())
 
@@ -246,7 +357,7 @@ def test_at_80_columns_a_hosts_note_shows_whole_under_the_table(tmp_path: Path) 
             app.feed.push(RunStarted(RUN, case, "cpu/CPUx3x1", hosts, 0.0))
             await pilot.press("3")
             screen = app.screen
-            table, note = screen.query_one(DataTable), screen.query_one("#host-note", Label)
+            table, note = screen.query_one(HostTable), screen.query_one("#host-note", Label)
             await wait_for(pilot, lambda: table.row_count == 3)
             assert plain(note).strip() == ""  # nothing to say yet
             why = "host node-c: failed: RuntimeError: NCCL timeout after 600 s on rank 7"
@@ -289,7 +400,7 @@ def test_a_hosts_message_shows_literally_in_row_note_status_and_log(tmp_path: Pa
             app.feed.push(RunStarted(RUN, "emitter", "cpu/CPUx1x1", ["node-a"], 0.0))
             await pilot.press("3")
             screen = app.screen
-            table = screen.query_one(DataTable)
+            table = screen.query_one(HostTable)
             await wait_for(pilot, lambda: table.row_count == 1)
             app.feed.push(HostState(RUN, "node-a", "failed", why))
             app.feed.push(RunFinished(RUN, "failed", why, 1.0))

@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Tree
 from tui import catalog
 from tui.app.app import AppConfig, FleetperfApp
 from tui.app.screens.cases import CasesScreen
+from tui.app.widgets.hosttable import HostTable
 from tui.store import ResultStore
 
 PICK = ("distilbert-pytorch", "cpu/CPUx1x1")
@@ -51,7 +52,7 @@ def test_launch_watch_and_find_the_result(tmp_path: Path) -> None:
             await wait_for(pilot, lambda: app.current_mode == "runs" and app.batches, 120)
             (handle,) = app.batches[0].runs
             await wait_for(pilot, lambda: bool(app.screen.query("#host-table")))
-            table = app.screen.query_one("#host-table", DataTable)
+            table = app.screen.query_one("#host-table", HostTable)
             seen: list[tuple[str, str]] = []
 
             def watch() -> bool:

@@ -13,6 +13,7 @@ from test_app_dashboard import metric
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
+from tui.app.widgets.hosttable import HostTable
 from tui.events import HostState, RunFinished, RunStarted
 
 RUN = "20261122-070000-emitter-0001"
@@ -77,7 +78,7 @@ def test_runs_screen(snap_compare, tmp_path: Path, size: tuple[int, int]) -> Non
         feed.push(HostState(RUN, "node-b", "failed", "host node-b: failed: out of memory"))
         feed.push(RunFinished(RUN, "failed", "host node-b: failed: out of memory", 1050.0))
         await pilot.press("3")
-        table = pilot.app.screen.query_one("#host-table", DataTable)
+        table = pilot.app.screen.query_one("#host-table", HostTable)
         await wait_for(pilot, lambda: str(table.get_cell("node-b", "state")) == "failed")
         await pilot.pause(0.6)
 

@@ -9,13 +9,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Label, ListItem, ListView, Log
+from textual.widgets import Footer, Header, Label, ListItem, ListView, Log
 
 from tui.app.feed import HostRow, RunView
 from tui.app.safe import literal
 from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.widgets.charts import Chart, RunProgress
-from tui.app.widgets.livetable import LiveTable
+from tui.app.widgets.hosttable import HostTable
 from tui.references import rate_references
 from tui.term import printable
 
@@ -57,7 +57,6 @@ class DashboardScreen(Screen[None]):
         super().__init__()
         self.selected: str | None = None
         self._items: dict[str, RunProgress] = {}
-        self._shown: dict[str, tuple[str, ...]] = {}  # the selected run's cells on screen
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -66,7 +65,7 @@ class DashboardScreen(Screen[None]):
             yield Label(
                 "No runs yet: mark a config on the Cases screen (1) and launch.", id="run-status"
             )
-            yield LiveTable(id="host-table", cursor_type="row", zebra_stripes=True)
+            yield HostTable(COLUMNS, id="host-table")
             # The note column is the first cut on a narrow terminal: the highlighted host's
             # note (or a failed host's reason) is also shown here, whole.
             yield Label("", id="host-note")
@@ -78,9 +77,6 @@ class DashboardScreen(Screen[None]):
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
-        for name, width in COLUMNS.items():
-            table.add_column(name, key=name, width=width)
         self.set_interval(TICK_S, self.tick)
         self.tick()
 
@@ -98,10 +94,10 @@ class DashboardScreen(Screen[None]):
             self._items[run_id].show(feed.snapshot(run_id))
         if self.selected is None:
             return
-        table = self.query_one(DataTable)
+        table = self.query_one(HostTable)
         for run_id, row in rows:
             if run_id == self.selected:
-                self._put_row(table, row)
+                table.put(row.host, _cells(row))  # repaints the row if its text changed
         for line in logs.get(self.selected, []):
             self.query_one(Log).write_line(printable(line))
         if self.selected in runs:
@@ -136,11 +132,10 @@ class DashboardScreen(Screen[None]):
     def _select(self, run_id: str) -> None:
         self.selected = run_id
         view = self.app.feed.snapshot(run_id)
-        table = self.query_one(DataTable)
+        table = self.query_one(HostTable)
         table.clear()
-        self._shown.clear()
         for host in view.hosts:
-            self._put_row(table, view.rows[host])
+            table.put(host, _cells(view.rows[host]))
         log = self.query_one(Log)
         log.clear()
         log.write_lines([printable(line) for line in view.log])
@@ -148,7 +143,7 @@ class DashboardScreen(Screen[None]):
         self._show_note()
         self._draw_charts()
 
-    @on(DataTable.RowHighlighted, "#host-table")
+    @on(HostTable.RowHighlighted, "#host-table")
     def _row_highlighted(self) -> None:
         self._show_note()
 
@@ -157,10 +152,8 @@ class DashboardScreen(Screen[None]):
         if self.selected is None:
             return
         rows = self.app.feed.rows(self.selected)
-        table = self.query_one(DataTable)
-        here = None
-        if table.is_valid_coordinate(table.cursor_coordinate):  # no list of keys every tick
-            here = rows.get(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+        key = self.query_one(HostTable).cursor_key
+        here = None if key is None else rows.get(key)
         failed = (r for r in rows.values() if r.phase in ("failed", "unreachable") and r.message)
         row = here if here is not None and here.message else next(failed, None)
         text = "" if row is None else row.message
@@ -182,17 +175,6 @@ class DashboardScreen(Screen[None]):
         label = self.query_one("#run-status", Label)
         label.update(literal(text, overflow="ellipsis", no_wrap=True), layout=False)
         label.set_class(view.status in ("failed", "aborted", "bad_input"), "error")
-
-    def _put_row(self, table: DataTable, row: HostRow) -> None:
-        cells = _cells(row)
-        shown = self._shown.get(row.host)
-        self._shown[row.host] = cells
-        if row.host not in table.rows:
-            table.add_row(*cells, key=row.host)
-            return
-        for name, value, old in zip(COLUMNS, cells, shown or [None] * len(cells), strict=True):
-            if value != old:  # only what changed: most cells of a busy host stay put
-                table.update_cell(row.host, name, value)
 
     def _draw_charts(self) -> None:
         charts = self.query_one("#charts")
