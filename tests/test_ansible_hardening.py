@@ -16,8 +16,8 @@ import testhosts
 import yaml
 from conftest import REPO, Fleetperf, local_host, write_inventory
 
-from tui import fleet
-from tui.app import hostcheck
+from tui import ansiblerun, hostcheck
+from tui.inventory import load_inventory
 
 needs_hosts = pytest.mark.skipif(
     testhosts.available() is not None, reason=str(testhosts.available())
@@ -69,7 +69,7 @@ def test_a_set_value_is_data_never_a_template(emitter: Fleetperf, tmp_path: Path
 def _ansible_env_seen(inventory: Path, host: str) -> dict[str, str]:
     """The environment the Hosts screen's ansible ran with, as setup's facts on a host
     that is this machine report it (a local module inherits ansible's environment)."""
-    (check,) = hostcheck.preflight(fleet.load_inventory(inventory), [host]).values()
+    (check,) = hostcheck.preflight(load_inventory(inventory), [host]).values()
     assert check.reachable, check.message
     res = hostcheck._adhoc(inventory, [host], "ansible.builtin.setup", "gather_subset=min")
     return res[host]["ansible_facts"]["ansible_env"]
@@ -88,7 +88,7 @@ def test_the_hosts_screen_runs_ansible_with_the_allow_listed_env(
     assert "ANSIBLE_HASHI_VAULT_ROLE_ID" not in env
     assert env["ANSIBLE_HOST_KEY_CHECKING"] == "True"
     assert str(tmp_path / "plugins") not in env["ANSIBLE_CALLBACK_PLUGINS"]
-    extra = set(env) - set(fleet.ansible_env()) - fleet._RUNNER_KEEP
+    extra = set(env) - set(ansiblerun.ansible_env()) - ansiblerun._RUNNER_KEEP
     # What ansible itself adds for a module (its Python, the locale it forces).
     assert extra <= {"ANSIBLE_CALLBACK_PLUGINS", "PWD", "SHLVL", "_", "LC_ALL", "LANG"}, extra
 
@@ -134,7 +134,7 @@ def test_cleanup_ends_ansible_left_by_its_run_only(tmp_path: Path) -> None:
         procs[run] = subprocess.Popen(argv)
     try:
         _wait_for("fakes", lambda: len(_processes_naming(str(fake))) == 2, 10)
-        fleet.kill_leftover_ansible(tmp_path / "runs" / "r1")
+        ansiblerun.kill_leftover_ansible(tmp_path / "runs" / "r1")
         assert procs["r1"].wait(timeout=10) == -signal.SIGTERM
         assert procs["r2"].poll() is None
     finally:
@@ -183,7 +183,7 @@ def test_a_host_whose_key_changed_is_refused_at_preflight(
         assert emitter.records() == []
         # A key ssh does not know at all: the Hosts screen's check says so, and how to fix.
         net.known_hosts.write_text("")
-        (check,) = hostcheck.preflight(fleet.load_inventory(inventory), ["node1"]).values()
+        (check,) = hostcheck.preflight(load_inventory(inventory), ["node1"]).values()
         assert not check.reachable
         assert check.message.startswith(f"host node1: the SSH host key of {node.address} is not")
         assert f"ssh-keyscan {node.address} >> ~/.ssh/known_hosts" in check.message

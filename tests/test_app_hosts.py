@@ -10,11 +10,11 @@ import pytest
 from app_support import fixed_inventory, make_app, plain, run, wait_for
 from textual.widgets import DataTable, Label, Tree
 
-from tui.app import hostcheck
+from tui import hostcheck
 from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.screens.hosts import HostsScreen
-from tui.fleet import load_inventory
 from tui.images import expected_image
+from tui.inventory import load_inventory
 
 
 def _cell(table: DataTable, row: str, col: str) -> str:

@@ -9,8 +9,8 @@ from pathlib import Path
 from app_support import history, make_app, plain, run, seed_store, wait_for
 from textual.widgets import DataTable, Input, Select, Static
 
-from tui.app.compare import compare
 from tui.app.screens.results import ExportScreen, ResultsScreen
+from tui.compare import compare
 from tui.store import ResultStore
 from tui.tables import render
 

@@ -16,7 +16,7 @@ from conftest import Fleetperf
 from test_modules import preflight
 
 from tui import caseimports, catalog, images
-from tui.catalog import CatalogError
+from tui.errors import CatalogError
 from tui.session import Session
 
 REPO = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tui import catalog, fleet
+from tui import ansiblerun, catalog, fleet
 from tui.extravars import SPEC_FILE, declared, spec
 
 INVENTORY = catalog.REPO_ROOT / "inventory" / "local.yml"
@@ -42,11 +42,11 @@ def play(tmp_path: Path, playbook: str, extravars: dict[str, Any]) -> tuple[int,
             failed[data["task"]] = str(data["res"].get("msg", ""))
         return False
 
-    runner = fleet.ansible_run(
+    runner = ansiblerun.ansible_run(
         tmp_path / f"ansible-{Path(playbook).stem}-{len(list(tmp_path.glob('ansible-*')))}",
         INVENTORY,
         forks=5,
-        playbook=str(fleet.PLAYBOOKS / playbook),
+        playbook=str(ansiblerun.PLAYBOOKS / playbook),
         extravars=extravars,
         event_handler=on_event,
     )

@@ -10,9 +10,11 @@ from pathlib import Path
 import pytest
 
 from tui import catalog
-from tui.catalog import CatalogError, RunSpec
+from tui.catalog import RunSpec
+from tui.errors import InventoryError
 from tui.events import CaseResult
-from tui.fleet import Inventory, _synthetic, select_hosts, verdict
+from tui.fleet import _synthetic, verdict
+from tui.inventory import Inventory, select_hosts
 
 
 def inventory(hosts: dict[str, dict], children: dict[str, list[str]] | None = None) -> Inventory:
@@ -69,17 +71,18 @@ def test_child_groups_count_once() -> None:
 
 def test_too_few_hosts_says_how_many_and_which() -> None:
     inv = inventory({"n0": EIGHT, "small": {"fleetperf_chip": "A100", "fleetperf_devices": 1}})
-    with pytest.raises(CatalogError) as err:
+    with pytest.raises(InventoryError) as err:
         select_hosts(inv, spec("nvidia/A100x2x8"))
     assert str(err.value) == (
         "inventory inv.yml: group 'nvidia' has 1 host(s) with chip A100 and 8+ devices, "
         "the config needs 2"
     )
     all_fit = inventory({"n0": EIGHT})  # every host fits: nothing to qualify
-    with pytest.raises(CatalogError, match=r"group 'nvidia' has 1 host\(s\), the config needs 2$"):
+    needs_two = r"group 'nvidia' has 1 host\(s\), the config needs 2$"
+    with pytest.raises(InventoryError, match=needs_two):
         select_hosts(all_fit, spec("nvidia/A100x2x8"))
     bare = inventory({"only": {}})
-    with pytest.raises(CatalogError, match=r"has 1 host\(s\), the config needs 2$"):
+    with pytest.raises(InventoryError, match=r"has 1 host\(s\), the config needs 2$"):
         select_hosts(bare, spec("nvidia/A100x2x8"))
 
 

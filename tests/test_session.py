@@ -13,7 +13,7 @@ import pytest
 from conftest import REPO, Fleetperf, local_host, write_inventory
 
 from tui import catalog
-from tui.catalog import CatalogError
+from tui.errors import CatalogError, InventoryError
 from tui.events import Event, HostState, MetricSample, RunFinished, RunStarted
 from tui.session import REPLAY_SAMPLES, Session, _Subscribers
 
@@ -38,7 +38,7 @@ def test_hosts_chosen_by_vendor_chip_and_devices(tmp_path: Path) -> None:
         assert eight.hosts == ["a100-big"]  # not the H100, not the one-device A100
         one = s.plan([("distilbert-pytorch", "nvidia/A100x1x1")], repeat=2)
         assert [p.hosts for p in one] == [["a100-small"], ["a100-big"]]  # spread out
-        with pytest.raises(CatalogError, match="has 1 host.s. with chip A100 and 8. devices"):
+        with pytest.raises(InventoryError, match="has 1 host.s. with chip A100 and 8. devices"):
             s.plan([("distilbert-pytorch", "nvidia/A100x2x8")])
     finally:
         s.close()

@@ -13,17 +13,9 @@ from pathlib import Path
 from typing import TextIO
 
 from tui import catalog
-from tui.events import (
-    CaseResult,
-    EvalSample,
-    Event,
-    HostState,
-    MetricSample,
-    RunFinished,
-    RunStarted,
-    WorkloadError,
-    WorkloadStarted,
-)
+from tui.errors import UsageError, UserInputError
+from tui.events import Event, HostState, MetricSample, RunFinished
+from tui.eventtext import event_text
 from tui.references import flag_line
 from tui.session import Batch, Session
 from tui.store import interrupted_line
@@ -51,14 +43,18 @@ class BatchArgs:
 def pair_cases(cases: list[str], configs: list[str]) -> list[tuple[str, str]]:
     """``--case A --config x --case B --config y`` pairs by position; one case serves all."""
     if not cases or not configs:
-        raise catalog.CatalogError("--batch needs at least one --case and one --config")
+        raise UsageError("--batch needs at least one --case and one --config")
     if len(cases) == 1:
         cases = cases * len(configs)
     if len(cases) != len(configs):
-        raise catalog.CatalogError(
+        raise UsageError(
             f"--case given {len(cases)} times and --config {len(configs)} times: pair them"
         )
     return list(zip(cases, configs, strict=True))
+
+
+# The host phases a batch prints (the others are in the record and the app's log).
+_HOST_PHASES_SHOWN = ("failed", "unreachable", "stopped", "queued", "running")
 
 
 class ProgressPrinter:
@@ -85,37 +81,16 @@ class ProgressPrinter:
     def _line(self, ev: Event) -> str | None:
         if isinstance(ev, MetricSample):
             self.latencies.setdefault(ev.run_id, []).append(ev.latency)
-            parts = [f"{ev.host:<12} step {ev.step:>6}", f"samples {ev.samples:>8}"]
-            if ev.throughput is not None:
-                parts.append(f"{ev.throughput:9.1f} samples/s")
-            if ev.loss is not None:
-                parts.append(f"loss {ev.loss:.4f}")
-            if ev.mem_used_gib is not None and ev.mem_total_gib is not None:
-                parts.append(f"mem {ev.mem_used_gib:.2f}/{ev.mem_total_gib:.1f} GiB")
-            return "  ".join(parts)
-        if isinstance(ev, RunStarted):
-            return f"== {ev.case} {ev.config} on {', '.join(ev.hosts)} (run {ev.run_id})"
         if isinstance(ev, RunFinished):
             return self._finished(ev)
-        if isinstance(ev, WorkloadStarted):
-            return f"{ev.host:<12} started: world size {ev.world_size}"
-        if isinstance(ev, EvalSample):
-            return f"{ev.host:<12} eval {ev.name}={ev.value:.4f} after {ev.samples} samples"
-        if isinstance(ev, HostState) and ev.phase in ("failed", "unreachable"):
-            return f"{ev.host:<12} {ev.phase.upper()}: {ev.message}"
-        if isinstance(ev, HostState) and ev.phase in ("queued", "running") and ev.message:
-            return f"{ev.host:<12} {ev.phase}: {ev.message}"  # a Slurm job's life
-        if isinstance(ev, HostState) and ev.phase == "stopped":
-            return f"{ev.host:<12} stopped: the workload no longer runs there"
-        if isinstance(ev, WorkloadError):
-            return f"{ev.host:<12} rank {ev.rank} error: {ev.message}"
-        if isinstance(ev, CaseResult) and ev.notes:
-            # The notes themselves are in the record and the run directory.
-            return (
-                f"{ev.host:<12} {len(ev.notes)} workload note(s) kept in the record"
-                f" (fleetperf results {ev.run_id} --format json)"
-            )
-        return None
+        if isinstance(ev, HostState) and ev.phase not in _HOST_PHASES_SHOWN:
+            return None
+        if isinstance(ev, HostState) and ev.phase in ("queued", "running") and not ev.message:
+            return None  # only a Slurm job's life says something there
+        said = event_text(ev)
+        if said is None:
+            return None
+        return f"== {said.text}" if said.host is None else f"{said.host:<12} {said.text}"
 
     def _finished(self, ev: RunFinished) -> str:
         if ev.status == "bad_input":
@@ -127,7 +102,7 @@ class ProgressPrinter:
                 f"== event latency: median {statistics.median(latencies):.2f} s"
                 f" over {len(latencies)} step records"
             )
-        lines.append(f"== {ev.status}" + (f": {ev.error}" if ev.error else ""))
+        lines.append(f"== {event_text(ev).text}")
         return "\n".join(lines)
 
 
@@ -170,7 +145,7 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
             lease_wait_s=args.wait_s,
             judge=args.judge,
         )
-    except catalog.CatalogError as exc:
+    except UserInputError as exc:
         print(printable(f"fleetperf: error: {exc}"), file=err)
         return EXIT_BAD_INPUT
     try:
@@ -178,7 +153,7 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
             print(printable(interrupted_line(record)), file=err)
         try:
             plans = session.plan(pairs, sets, args.repeat)
-        except catalog.CatalogError as exc:
+        except UserInputError as exc:
             print(printable(f"fleetperf: error: {exc}"), file=err)
             return EXIT_BAD_INPUT
         requested = threading.Event()

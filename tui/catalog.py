@@ -16,6 +16,7 @@ import yaml
 from harness.vendors import PRECISIONS, precision_problem
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
+from tui.errors import CatalogError
 from tui.record import CaseMetric, column_key, metric_registry
 from tui.references import Reference, parse_references
 
@@ -88,10 +89,6 @@ _Loader.add_implicit_resolver(
 
 def _yaml(text: str) -> Any:
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-
-
-class CatalogError(Exception):
-    """Bad input: a missing or malformed case, config or override. One line, no traceback."""
 
 
 class _Strict(BaseModel):

@@ -12,10 +12,11 @@ from importlib import metadata
 from pathlib import Path
 
 from tui import catalog
+from tui.errors import CatalogError, UsageError, UserInputError
 from tui.paths import DEFAULT_INVENTORY, default_data_root, default_results_dir, store_path
 from tui.record import RUN_ID, STATUSES, RunRecord, utc_iso
 from tui.store import ResultStore, interrupted_line, mark_interrupted
-from tui.tables import FORMATS, peak_text, render
+from tui.tables import FORMATS, config_env_text, peak_text, render
 from tui.term import printable
 
 SUBCOMMANDS = ("cases", "prepare", "results", "report", "cleanup", "peak", "serve", "new-case")
@@ -141,7 +142,7 @@ def cmd_cases() -> int:
 def cmd_prepare(case_name: str, synthetic: bool, data_root: Path, src: Path | None) -> int:
     case = catalog.load_case(case_name)
     if not case.prepare:
-        raise catalog.CatalogError(f"case {case.name}: declares no prepare script")
+        raise CatalogError(f"case {case.name}: declares no prepare script")
     argv = [sys.executable, str(case.dir / case.prepare), "--out", str(data_root / case.name)]
     if synthetic:
         argv.append("--synthetic")
@@ -155,7 +156,7 @@ def cmd_prepare(case_name: str, synthetic: bool, data_root: Path, src: Path | No
 def _open_store(results_dir: Path) -> ResultStore:
     path = store_path(results_dir)
     if not path.is_file():
-        raise catalog.CatalogError(f"no results store at {path} (run a case first)")
+        raise UsageError(f"no results store at {path} (run a case first)")
     return ResultStore(path)
 
 
@@ -164,7 +165,7 @@ def _select(args: argparse.Namespace, store: ResultStore) -> tuple[list[RunRecor
     if args.run_id:
         record = store.get(args.run_id)
         if record is None:
-            raise catalog.CatalogError(f"no run {args.run_id!r} in {store.path}")
+            raise UsageError(f"no run {args.run_id!r} in {store.path}")
         return [record], 0
     every = store.list(case=args.case)
     status = args.status or ("all" if args.prune else "passed")
@@ -177,7 +178,7 @@ def _select(args: argparse.Namespace, store: ResultStore) -> tuple[list[RunRecor
 
 def cmd_results(args: argparse.Namespace, results_dir: Path) -> int:
     if args.prune and not (args.run_id or args.status or args.older_than is not None):
-        raise catalog.CatalogError("--prune: name the runs (RUN_ID, --status or --older-than)")
+        raise UsageError("--prune: name the runs (RUN_ID, --status or --older-than)")
     if args.prune and args.run_id:
         _check_run_id(args.run_id, "--prune")
     with _open_store(results_dir) as store:
@@ -188,8 +189,9 @@ def cmd_results(args: argparse.Namespace, results_dir: Path) -> int:
             return _prune(store, records, results_dir)
     if records or args.format != "md":  # JSON and CSV stay machine-readable when empty
         print(printable(render(records, args.format, ids=True)))
-        if args.run_id and args.format == "md":  # one run: what its MFU divides
+        if args.run_id and args.format == "md":  # one run: what its MFU divides, its env
             print("\n" + printable(peak_text(records[0])))
+            print("\n" + printable(config_env_text(records[0])))
     else:
         which = "" if args.status == "all" else f"{args.status or 'passed'} "
         print(f"no {which}runs" + (f" of case {args.case}" if args.case else "") + " in the store")
@@ -206,7 +208,7 @@ def cmd_report(args: argparse.Namespace, results_dir: Path) -> int:
         try:
             moment = datetime.fromisoformat(args.since)
         except ValueError:
-            raise catalog.CatalogError(
+            raise UsageError(
                 f"--since {args.since!r}: expected a date (2026-11-01) or an ISO time"
             ) from None
         since = utc_iso(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
@@ -214,22 +216,20 @@ def cmd_report(args: argparse.Namespace, results_dir: Path) -> int:
         records = store.list()
     unknown = [c for c in args.case if c not in {r.case for r in records}]
     if unknown:
-        raise catalog.CatalogError(f"--case {unknown[0]!r}: no runs of it in {store.path}")
+        raise UsageError(f"--case {unknown[0]!r}: no runs of it in {store.path}")
     if args.case:
         records = [r for r in records if r.case in args.case]
     try:
         report.write_report(args.output, report.render(records, results_dir, since))
     except OSError as exc:
-        raise catalog.CatalogError(f"-o {args.output}: {exc.strerror}") from None
+        raise UsageError(f"-o {args.output}: {exc.strerror}") from None
     print(printable(f"wrote {args.output} ({len(records)} run(s))"))
     return 0
 
 
 def _check_run_id(run_id: str, where: str) -> None:
     if not RUN_ID.fullmatch(run_id):
-        raise catalog.CatalogError(
-            f"{where}: run_id {run_id!r} is not a run id (letters, digits, . _ -)"
-        )
+        raise UsageError(f"{where}: run_id {run_id!r} is not a run id (letters, digits, . _ -)")
 
 
 def _runs_dir(results_dir: Path) -> Path:
@@ -237,7 +237,7 @@ def _runs_dir(results_dir: Path) -> Path:
     a prune removes directories inside the results directory, never elsewhere."""
     runs = Path(os.path.abspath(results_dir)) / "runs"
     if runs.is_symlink():
-        raise catalog.CatalogError(f"{runs}: a link; --prune removes run directories only in place")
+        raise UsageError(f"{runs}: a link; --prune removes run directories only in place")
     return runs
 
 
@@ -301,7 +301,7 @@ def cmd_peak(data_root: Path) -> int:
     try:
         entries = peak_cache.read_entries(path)
     except ValueError as exc:
-        raise catalog.CatalogError(str(exc)) from None
+        raise UsageError(str(exc)) from None
     if not entries:
         print(f"no measured peaks in {path} (a run measures them)")
         return 0
@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
                 judge=not args.no_judge,
             )
         )
-    except catalog.CatalogError as exc:
+    except UserInputError as exc:
         print(printable(f"fleetperf: error: {exc}"), file=sys.stderr)
         return 2
 

@@ -21,6 +21,11 @@ HostPhase = Literal[
     "preflight", "queued", "running", "finished", "failed", "unreachable", "stopped"
 ]
 
+# A run's status, one vocabulary for the session, its events and its record: queued and
+# running while it lasts; then passed, failed, aborted (the operator), bad_input (refused
+# before any launch: nothing recorded) or interrupted (its controller died: a record's).
+RunStatus = Literal["queued", "running", "passed", "failed", "aborted", "bad_input", "interrupted"]
+
 # The modules of playbooks/library that the stream is keyed on (never task or play names).
 TAIL_ACTION = "fleetperf_tail"
 LAUNCH_ACTION = "fleetperf_launch"
@@ -39,7 +44,7 @@ class RunStarted:
 @dataclass(frozen=True, slots=True)
 class RunFinished:
     run_id: str
-    status: str
+    status: RunStatus
     error: str | None
     t: float
 

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from tui import catalog
+from tui.errors import CatalogError
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "newcase"
 NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
@@ -22,15 +23,15 @@ def new_case(name: str, cases_dir: Path = catalog.CASES_DIR) -> Path:
     """Write the template as ``cases_dir/name``; CatalogError for a bad or taken name,
     before anything is written."""
     if not NAME.match(name) or name.endswith((".", "-")) or ".." in name:
-        raise catalog.CatalogError(
+        raise CatalogError(
             f"new-case {name!r}: use lower-case letters, digits, '_', '-' and '.' "
             "(up to 64, starting with a letter or digit), e.g. resnet50-pytorch"
         )
     if name in RESERVED:
-        raise catalog.CatalogError(f"new-case {name!r}: reserved for the harness")
+        raise CatalogError(f"new-case {name!r}: reserved for the harness")
     target = cases_dir / name
     if target.exists() or target.is_symlink():
-        raise catalog.CatalogError(f"new-case {name!r}: {target} already exists")
+        raise CatalogError(f"new-case {name!r}: {target} already exists")
     files = sorted(p for p in TEMPLATE.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
     target.mkdir(parents=True)
     for src in files:

@@ -16,16 +16,17 @@ import re
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 from harness.metrics import METRICS, Metric, registry
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tui.events import RunStatus
 from tui.references import Verdict
 
-Status = Literal["passed", "failed", "aborted", "running", "interrupted"]
 LOADED = 0.5  # load per CPU from which a run's host counts as busy with other work
-STATUSES = ("passed", "failed", "aborted", "running", "interrupted")
+# The statuses a record holds (a queued or refused run has none).
+STATUSES: tuple[RunStatus, ...] = ("passed", "failed", "aborted", "running", "interrupted")
 
 # Every record carries all standard metrics (null where not applicable): one JSON/CSV shape.
 METRIC_KEYS = tuple(METRICS)
@@ -138,13 +139,16 @@ class RunRecord(BaseModel):
     vendor: str = Field(min_length=1)
     config: str = Field(min_length=1)
     hosts: list[str] = Field(default_factory=list)
-    status: Status
+    status: RunStatus
     error: str | None = None
     started: str
     finished: str | None = None  # None while running
     precision: str | None = None
     fix_hp: dict[str, Any] = Field(default_factory=dict)
     hp: dict[str, Any] = Field(default_factory=dict)  # every resolved hyperparameter
+    # The environment variables the vendor config asked for, as written ("{data_dir}" is
+    # each host's data directory); the inventory's fleetperf_workload_env is not kept.
+    config_env: dict[str, str] = Field(default_factory=dict)
     metrics: dict[str, float | None] = Field(default_factory=dict)
     # The workload's own words, e.g. why p_core < p_train.
     notes: list[str] = Field(default_factory=list)
@@ -185,6 +189,13 @@ class RunRecord(BaseModel):
     @classmethod
     def _timestamp(cls, value: Any) -> Any:
         return utc_iso(value) if isinstance(value, str | datetime) else value
+
+    @field_validator("status")
+    @classmethod
+    def _recorded(cls, value: RunStatus) -> RunStatus:
+        if value not in STATUSES:
+            raise ValueError(f"a record's status is one of {', '.join(STATUSES)}")
+        return value
 
     @field_validator("error")
     @classmethod

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from harness.metrics import METRICS, Metric
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from tui.errors import CatalogError
+
 if TYPE_CHECKING:
     from tui.catalog import RunSpec
     from tui.record import RunRecord
@@ -347,7 +349,7 @@ def rate_references(case_name: str, config_ref: str) -> str:
     try:
         case = catalog.load_case(case_name)
         config = catalog.load_config(case, config_ref)
-    except catalog.CatalogError:
+    except CatalogError:
         return ""
     have = {ref.metric for ref in config.references}
     name = next((m for m in THROUGHPUT_ORDER if m in have), None)

@@ -23,6 +23,7 @@ from pathlib import Path
 from harness.metrics import Metric
 
 from tui import catalog
+from tui.errors import CatalogError
 from tui.record import RUN_ID, RunRecord
 from tui.references import (
     THROUGHPUT_ORDER,
@@ -266,7 +267,7 @@ def config_references(case: str) -> dict[str, list[Reference]]:
     try:
         spec = catalog.load_case(case)
         return {ref: catalog.load_config(spec, ref).references for ref in catalog.config_refs(spec)}
-    except catalog.CatalogError:
+    except CatalogError:
         return {}
 
 

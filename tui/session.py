@@ -19,9 +19,9 @@ from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from tui import catalog, fleet, images, references, stream
+from tui.errors import UsageError
 from tui.events import (
     DROPPED,
     CaseResult,
@@ -29,13 +29,14 @@ from tui.events import (
     MetricSample,
     RunFinished,
     RunStarted,
+    RunStatus,
     SysSample,
 )
+from tui.inventory import Inventory, executor_of, load_inventory, select_hosts
 from tui.paths import store_path
 from tui.record import CaseMetric, RunRecord, now_utc_iso, write_result_json
 from tui.store import ResultStore, controller_id, mark_interrupted
 
-RunStatus = Literal["queued", "running", "passed", "failed", "aborted", "bad_input"]
 Callback = Callable[[Event], None]
 
 
@@ -205,11 +206,11 @@ class Batch:
                 self._wake.notify_all()
 
 
-def _check_image(inv: fleet.Inventory, spec: catalog.RunSpec, hosts: list[str]) -> None:
+def _check_image(inv: Inventory, spec: catalog.RunSpec, hosts: list[str]) -> None:
     """A docker host runs the vendor's image: refuse the run before anything starts when
     the image lacks a package the case imports (a process host's Python: in preflight)."""
     vendor = spec.config.vendor
-    if images.has_image(vendor) and any(fleet.executor(inv, h) == "docker" for h in hosts):
+    if images.has_image(vendor) and any(executor_of(inv, h) == "docker" for h in hosts):
         problem = images.lacks(vendor, spec.case.dir, spec.case.entrypoint)
         if problem:
             raise catalog.CatalogError(f"{spec.case.name} {spec.config.ref}: {problem}")
@@ -234,7 +235,7 @@ class Session:
         self.results_dir = results_dir
         self.data_root = data_root
         self.store = ResultStore(store_path(results_dir))
-        self._inventory: fleet.Inventory | None = None
+        self._inventory: Inventory | None = None
         # Runs that a controller on this machine left running when it died.
         self.interrupted = mark_interrupted(self.store)
 
@@ -246,19 +247,19 @@ class Session:
     ) -> list[RunPlan]:
         """Every case x config resolved and given hosts; CatalogError (one line) on bad input."""
         if repeat < 1:
-            raise catalog.CatalogError(f"--repeat {repeat}: must be at least 1")
+            raise UsageError(f"--repeat {repeat}: must be at least 1")
         specs = []
         for case_name, ref in pairs:
             case = catalog.load_case(case_name, self.cases_dir)
             # resolve refuses a precision the vendor or chip cannot run, before any launch
             specs.append(catalog.resolve(case, catalog.load_config(case, ref), sets))
         if self._inventory is None:
-            self._inventory = fleet.load_inventory(self.inventory)
+            self._inventory = load_inventory(self.inventory)
         used: dict[str, int] = {}
         plans = []
         for spec in specs:
             for _ in range(repeat):
-                hosts = fleet.select_hosts(self._inventory, spec, used)
+                hosts = select_hosts(self._inventory, spec, used)
                 _check_image(self._inventory, spec, hosts)
                 for host in hosts:
                     used[host] = used.get(host, 0) + 1
@@ -273,7 +274,7 @@ class Session:
     def _launch(self, plan: RunPlan) -> fleet.Launch:
         hostvars = self._inventory.hostvars if self._inventory else {}
         follow = {h: how for h in plan.hosts if (how := stream.reach(h, hostvars.get(h, {})))}
-        executor = fleet.executor(self._inventory, plan.hosts[0]) if self._inventory else "process"
+        executor = executor_of(self._inventory, plan.hosts[0]) if self._inventory else "process"
         vendor = plan.spec.config.vendor
         image = None
         if executor == "docker" and self._inventory and images.has_image(vendor):
@@ -335,7 +336,7 @@ class Session:
         """The 'running' record of a run about to start: what the controller knows."""
         spec, inv = launch.spec, self._inventory
         first = launch.hosts[0]
-        executor = fleet.executor(inv, first) if inv else "process"
+        executor = executor_of(inv, first) if inv else "process"
         return RunRecord(
             run_id=launch.run_id,
             batch_id=batch_id,

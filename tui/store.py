@@ -18,9 +18,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple, Self
 
+from tui.errors import StoreError
 from tui.record import RunRecord
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 BUSY_TIMEOUT_S = 60.0  # how long one controller waits for another's write
 
 _RUNS = """CREATE TABLE runs (
@@ -41,6 +42,7 @@ _RUNS = """CREATE TABLE runs (
     precision      TEXT,
     fix_hp         TEXT NOT NULL,  -- JSON object
     hp             TEXT NOT NULL DEFAULT '{}',  -- JSON object
+    config_env     TEXT NOT NULL DEFAULT '{}',  -- JSON object: the config's env
     notes          TEXT NOT NULL,  -- JSON list
     environment    TEXT NOT NULL,  -- JSON object
     executor       TEXT,
@@ -84,6 +86,7 @@ _JSON_FIELDS = (
     "hosts",
     "fix_hp",
     "hp",
+    "config_env",
     "notes",
     "environment",
     "case_metrics",
@@ -99,10 +102,6 @@ _UPSERT_RUN = (
     f"VALUES ({', '.join(':' + c for c in _COLUMNS)}) "
     "ON CONFLICT (run_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
 )
-
-
-class StoreError(Exception):
-    """The results file cannot be used (not a store, or written by a newer fleetperf)."""
 
 
 class MetricPoint(NamedTuple):
@@ -212,6 +211,10 @@ class ResultStore:
                     conn.execute("ALTER TABLE runs ADD COLUMN verdict TEXT NOT NULL DEFAULT 'null'")
                 if version <= 6 and "peak" not in columns:  # what MFU divides
                     conn.execute("ALTER TABLE runs ADD COLUMN peak TEXT NOT NULL DEFAULT 'null'")
+                if version <= 7 and "config_env" not in columns:  # the config's env
+                    conn.execute(
+                        "ALTER TABLE runs ADD COLUMN config_env TEXT NOT NULL DEFAULT '{}'"
+                    )
             for statement in _INDEXES:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tui.events import (
-    CaseResult,
     EvalSample,
     HostState,
     MetricSample,
@@ -24,6 +23,7 @@ from tui.events import (
     WorkloadError,
     WorkloadStarted,
 )
+from tui.eventtext import event_text
 
 SERIES_POINTS = 600  # per run and chart: five minutes at two ticks a second
 LOG_LINES = 500
@@ -140,7 +140,6 @@ class RunFeed:
             return
         if isinstance(ev, RunStarted):
             view.status = "running"
-            self._log(view, f"started {ev.case} {ev.config} on {', '.join(ev.hosts)}")
         elif isinstance(ev, RunFinished):
             view.status, view.error = ev.status, ev.error
             # Hosts still shown as working have stopped with the run (cleanup always runs).
@@ -148,25 +147,20 @@ class RunFeed:
             for host, row in view.rows.items():
                 if row.phase in ("queued", "preflight", "running"):
                     self._set(view, host, phase=phase, eta_s=None)
-            self._log(view, f"{ev.status}" + (f": {ev.error}" if ev.error else ""))
         elif isinstance(ev, HostState):
             done = ev.phase not in ("preflight", "running")
             eta = None if done else view.rows.get(ev.host, HostRow(ev.host)).eta_s
             self._set(view, ev.host, phase=ev.phase, message=ev.message, eta_s=eta)
-            self._log(view, f"{ev.host}: {ev.phase}" + (f": {ev.message}" if ev.message else ""))
         elif isinstance(ev, WorkloadStarted):
             self._set(view, ev.host, phase="running")
-            self._log(view, f"{ev.host}: workload started, world size {ev.world_size}")
         elif isinstance(ev, EvalSample):
             if view.target and ev.name == view.target[0]:
                 view.best_eval = max(ev.value, view.best_eval or ev.value)
                 self._dirty_runs.add(view.run_id)
-            self._log(view, f"{ev.host}: eval {ev.name}={ev.value:.4f} after {ev.samples} samples")
         elif isinstance(ev, WorkloadError):
             self._set(view, ev.host, phase="failed", message=ev.message, eta_s=None)
-            self._log(view, f"{ev.host}: rank {ev.rank} error: {ev.message}")
-        elif isinstance(ev, CaseResult):
-            self._log(view, f"{ev.host}: result {ev.status}" + "".join(f"; {n}" for n in ev.notes))
+        if said := event_text(ev):
+            self._log(view, said.text if said.host is None else f"{said.host}: {said.text}")
 
     def _metric(self, view: RunView, ev: MetricSample) -> None:
         key = (view.run_id, ev.host)

@@ -15,9 +15,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Label, Static, Tree
 from textual.widgets.tree import TreeNode
 
-from tui import catalog, fleet
+from tui import catalog, inventory
 from tui.app.safe import literal
 from tui.app.widgets.picktree import PickTree
+from tui.errors import UserInputError
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
@@ -46,7 +47,7 @@ class CasesScreen(Screen[None]):
         super().__init__()
         self.marked: set[Pick] = set()
         self.current: Pick | None = None
-        self._inventory: fleet.Inventory | None = None
+        self._inventory: inventory.Inventory | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -72,7 +73,7 @@ class CasesScreen(Screen[None]):
         for name in catalog.case_names(cases_dir):
             try:
                 case = catalog.load_case(name, cases_dir)
-            except catalog.CatalogError as exc:
+            except UserInputError as exc:
                 tree.root.add_leaf(
                     literal(f"{name}  (invalid)", style="red"), data=("error", str(exc))
                 )
@@ -154,14 +155,14 @@ class CasesScreen(Screen[None]):
         try:
             case = catalog.load_case(case_name, cases_dir)
             config = catalog.load_config(case, ref)
-        except catalog.CatalogError as exc:
+        except UserInputError as exc:
             self.query_one("#case-info", Static).update(literal(exc, style="red"))
             return
         self.query_one("#case-info", Static).update(_case_info(case, config))
         try:
             sets = self._sets()
             spec = catalog.resolve(case, config, sets)
-        except catalog.CatalogError as exc:
+        except UserInputError as exc:
             error.update(literal(exc))
             error.add_class("error")
             self.query_one("#overrides", Input).add_class("invalid")
@@ -180,8 +181,8 @@ class CasesScreen(Screen[None]):
             self._load_inventory()
             return
         try:
-            hosts = fleet.select_hosts(self._inventory, spec)
-        except catalog.CatalogError as exc:
+            hosts = inventory.select_hosts(self._inventory, spec)
+        except UserInputError as exc:
             label.update(literal(f"Hosts: none: {exc}", style="red"))
             return
         label.update(literal(f"Hosts: {', '.join(hosts)}  ({self._inventory.path.name})"))
@@ -189,8 +190,8 @@ class CasesScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="inventory")
     def _load_inventory(self) -> None:
         try:
-            self._inventory = fleet.load_inventory(self.app.config.inventory)
-        except catalog.CatalogError as exc:
+            self._inventory = inventory.load_inventory(self.app.config.inventory)
+        except UserInputError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return
         self.app.call_from_thread(self.refresh_detail)
@@ -208,7 +209,7 @@ class CasesScreen(Screen[None]):
             for case_name, ref in picks:  # the same checks as plan(), before any worker
                 case = catalog.load_case(case_name, self.app.config.cases_dir)
                 catalog.resolve(case, catalog.load_config(case, ref), sets)
-        except catalog.CatalogError as exc:
+        except UserInputError as exc:
             self.notify(str(exc), title="Not launched", severity="error")
             return
         self._launch(picks, sets, repeat)
@@ -217,7 +218,7 @@ class CasesScreen(Screen[None]):
     def _launch(self, picks: list[Pick], sets: dict, repeat: int) -> None:
         try:
             plans = self.app.session.plan(picks, sets, repeat)
-        except catalog.CatalogError as exc:
+        except UserInputError as exc:
             self.app.call_from_thread(
                 self.notify,
                 str(exc),

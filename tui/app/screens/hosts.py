@@ -13,11 +13,11 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Label, Tree
 
-from tui import catalog, fleet
-from tui.app import hostcheck
+from tui import hostcheck, inventory
 from tui.app.safe import literal
 from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.widgets.picktree import PickTree
+from tui.errors import UserInputError
 from tui.term import printable
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ class HostsScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.inventory: fleet.Inventory | None = None
+        self.inventory: inventory.Inventory | None = None
         self.marked: set[str] = set()
         self.tasks: dict[str, Counter[str]] = {}
 
@@ -72,14 +72,14 @@ class HostsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="inventory")
     def load(self) -> None:
         try:
-            inv = fleet.load_inventory(self.app.config.inventory)
-        except catalog.CatalogError as exc:
+            inv = inventory.load_inventory(self.app.config.inventory)
+        except UserInputError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return
         self.app.call_from_thread(self._show_inventory, inv)
         self._preflight(hostcheck.all_hosts(inv))
 
-    def _show_inventory(self, inv: fleet.Inventory) -> None:
+    def _show_inventory(self, inv: inventory.Inventory) -> None:
         self.inventory = inv
         tree = self.query_one(Tree)
         tree.clear()

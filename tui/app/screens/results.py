@@ -16,8 +16,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Static
 
-from tui.app.compare import compare
 from tui.app.safe import literal
+from tui.compare import compare
 from tui.record import RunRecord
 from tui.references import check_rows
 from tui.store import ResultStore, StoreError

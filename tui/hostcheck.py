@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.vendors import VENDORS
+
+from tui.ansiblerun import ansible_run, explain_unreachable
 from tui.catalog import REPO_ROOT
-from tui.fleet import Inventory, ansible_run, explain_unreachable
 from tui.images import expected_image
+from tui.inventory import Inventory
 
 PROVISION = REPO_ROOT / "provision.yml"
-VENDORS = ("nvidia", "iluvatar", "kunlunxin", "cpu")
 _IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9./:_@-]*$")
 
 
