@@ -333,7 +333,10 @@ def test_the_host_table_moves_its_cursor_as_datatable_did() -> None:
             assert table.render_line(11).text.startswith(" h39")
             await pilot.press("pageup")
             await pilot.pause()
-            assert table.cursor_row == 39 - 11 and table.scroll_offset.y == 39 - 11
+            assert table.cursor_row == 39 - 11 and table.scroll_offset.y == 29 - 11
+            await pilot.press("pagedown")  # back: cursor and view by a page
+            await pilot.pause()
+            assert table.cursor_row == 39 and table.scroll_offset.y == 29
             await pilot.press("ctrl+home", "up")
             await pilot.pause()
             assert table.cursor_row == 0 and table.scroll_offset.y == 0

@@ -350,10 +350,16 @@ class HostTable(ScrollView, can_focus=True):
         self._key_moves(self.cursor_row + 1)
 
     def action_page_up(self) -> None:
-        self._key_moves(self.cursor_row - max(self.scrollable_content_region.height - HEADER, 1))
+        self._page(-1)
 
     def action_page_down(self) -> None:
-        self._key_moves(self.cursor_row + max(self.scrollable_content_region.height - HEADER, 1))
+        self._page(1)
+
+    def _page(self, sign: int) -> None:
+        """A page of rows: the view and the cursor move by it together, as DataTable's."""
+        page = sign * max(self.scrollable_content_region.height - HEADER, 1)
+        self.scroll_to(y=self.scroll_offset.y + page, animate=False, immediate=True)
+        self._key_moves(self.cursor_row + page)
 
     def action_scroll_home(self) -> None:
         self._set_hover(None)
