@@ -215,12 +215,6 @@ def test_single_process_run_converges_and_reports(tmp_path, data_dir):
         assert f"energy null: {why_none}" in result["notes"]
     else:
         assert metrics["energy_j_per_sample"] > 0 and metrics["energy_j_per_token"] > 0
-    rapl, why_none = harness.energy.rapl_counter()
-    if rapl is None:  # this machine's RAPL: absent or root-only, said in a note
-        assert metrics["energy_j_per_sample"] is None
-        assert f"energy null: {why_none}" in result["notes"]
-    else:
-        assert metrics["energy_j_per_sample"] > 0 and metrics["energy_j_per_token"] > 0
     _check_rates(result, 1, data_dir, threads=os.cpu_count() or 1)
     assert metrics["warmup_samples"] == HP["warmup_steps"] * HP["train_batch_size"]
     counted = steps[-1]["samples"] - metrics["warmup_samples"]
