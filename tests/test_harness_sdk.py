@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -215,6 +216,52 @@ def test_hp_is_checked_once_against_case_yaml(tp_case: Path, tmp_path: Path) -> 
         with pytest.raises(harness.InputError, match=says) as err:
             _run(tp_case, path, tmp_path / name)
         assert str(path) in str(err.value)
+
+
+def test_choices_of_a_string_hp_come_from_case_yaml(tp_case: Path, tmp_path: Path) -> None:
+    yaml_path = tp_case / "case.yaml"
+    declared = CASE_YAML.replace("  tp: 1\n", "  tp: 1\n  mode: fast\n")
+    yaml_path.write_text(declared + "choices: {mode: [fast, slow]}\n")
+    path = _config(tmp_path / "ok", _hp(mode="slow"))
+    run = _run(tp_case, path, tmp_path / "ok")
+    assert run.hp.mode == "slow" and run.config_path == path
+    path = _config(tmp_path / "bad", _hp(mode="medium"))
+    with pytest.raises(harness.InputError) as err:
+        _run(tp_case, path, tmp_path / "bad")
+    assert str(err.value) == f"{path}: hp.mode: expected one of fast, slow (got 'medium')"
+    # a malformed declaration names case.yaml and the field
+    for choices, says in (
+        ("{mode: fast}", "choices.mode: expected a list of strings"),
+        ("{mode: [slow]}", "choices.mode: its default 'fast' is not listed"),
+        ("{speed: [fast]}", "choices.speed: no such key in defaults"),
+        ("[mode]", "choices: expected a mapping"),
+    ):
+        yaml_path.write_text(declared + f"choices: {choices}\n")
+        with pytest.raises(harness.InputError, match=f"^{yaml_path}: {re.escape(says)}"):
+            load_case_file(tp_case)
+
+
+def test_accuracy_sums_a_score_in_eval_mode(tp_case: Path, tmp_path: Path) -> None:
+    import torch
+
+    run = _run(tp_case, _config(tmp_path / "r", _hp()), tmp_path / "r")
+    model = torch.nn.Linear(2, 2, bias=False)
+    with torch.no_grad():
+        model.weight.copy_(torch.eye(2))  # predicts the larger coordinate
+    model.train()
+    points = [([1.0, 0.0], 0), ([0.0, 1.0], 1), ([2.0, 1.0], 0), ([1.0, 3.0], 1), ([1.0, 0.5], 1)]
+    rows = [(torch.tensor(x), y) for x, y in points]  # the last one predicted wrong
+    seen = []
+
+    def score(batch: list) -> tuple[int, int]:
+        x, y = batch
+        seen.append((model.training, torch.is_grad_enabled()))
+        return int((model(x).argmax(-1) == y).sum()), len(y)
+
+    assert run.accuracy(model, run.eval_loader(rows, 2), score) == pytest.approx(4 / 5)
+    assert seen == [(False, False)] * 3 and model.training  # 3 batches; back to training
+    with pytest.raises(harness.InputError, match="tpcase: the evaluation set has no rows"):
+        run.accuracy(model, run.eval_loader([], 2), score)
 
 
 @pytest.mark.parametrize("field", ["precision", "vendor"])

@@ -70,22 +70,13 @@ def model_flops(model: Any, seq_len: int) -> harness.ModelFlops:
     return harness.ModelFlops(per_token, 6 * head, formula)
 
 
-@torch.no_grad()
-def accuracy(run: harness.Run, model: Any, loader: Any) -> float:
-    """Accuracy over the whole dev set (each replica scores its share; counts are summed)."""
-    model.eval()
-    correct = total = 0
-    for batch in loader:
-        with run.device.autocast():
-            logits = model(
-                input_ids=batch["input_ids"].to(run.device.torch_device),
-                attention_mask=batch["attention_mask"].to(run.device.torch_device),
-            ).logits
-        correct += int((logits.argmax(-1).cpu() == batch["labels"]).sum())
-        total += len(batch["labels"])
-    model.train()
-    correct, total = run.sum_replicas([correct, total])
-    return correct / total
+def right(model: Any, device: harness.Device, batch: dict[str, Any]) -> tuple[int, int]:
+    """(right, counted) for one dev batch: the argmax class against the label."""
+    logits = model(
+        input_ids=batch["input_ids"].to(device.torch_device),
+        attention_mask=batch["attention_mask"].to(device.torch_device),
+    ).logits
+    return int((logits.argmax(-1).cpu() == batch["labels"]).sum()), len(batch["labels"])
 
 
 # ------------------------------------------------------------------------------ the run
@@ -114,7 +105,8 @@ def main(run: harness.Run) -> None:
     run.say(f"model: {flops.formula}; train {len(train)} rows, dev {len(dev)} rows")
 
     ddp.train()
-    evaluate = lambda: {"acc": accuracy(run, model, dev_loader)}  # noqa: E731
+    score = partial(right, model, device)
+    evaluate = lambda: {"acc": run.accuracy(model, dev_loader, score)}  # noqa: E731
     for batch in run.train(train_loader, evaluate=evaluate):
         inputs = {
             k: batch[k].to(device.torch_device, non_blocking=True)

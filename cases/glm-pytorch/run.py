@@ -84,20 +84,15 @@ def model_flops(glm: GLMModel, seq_len: int) -> harness.ModelFlops:
     )
 
 
-@torch.no_grad()
-def accuracy(run: harness.Run, model: MultiTokenCloze, loader: Any) -> float:
-    """Exact match over the whole dev set (each replica scores its share; counts are summed)."""
-    model.eval()
-    correct = total = 0
-    for batch in loader:
-        with run.device.autocast():
-            scores = model(**model_inputs(batch, run.device.torch_device))
-        for q, pick in zip(batch["questions"], scores.argmax(-1).tolist(), strict=True):
-            correct += bool(q.candidates) and exact_match(q.candidates[pick], q.answers)
-            total += 1
-    model.train()
-    correct, total = run.sum_replicas([correct, total])
-    return correct / total
+def right(model: MultiTokenCloze, device: harness.Device, batch: dict[str, Any]) -> tuple[int, int]:
+    """(right, counted) for one dev batch: exact match of the best-scored candidate."""
+    scores = model(**model_inputs(batch, device.torch_device))
+    picks = scores.argmax(-1).tolist()
+    hits = sum(
+        bool(q.candidates) and exact_match(q.candidates[pick], q.answers)
+        for q, pick in zip(batch["questions"], picks, strict=True)
+    )
+    return hits, len(picks)
 
 
 # ------------------------------------------------------------------------------ the run
@@ -128,7 +123,8 @@ def main(run: harness.Run) -> None:
     )
 
     ddp.train()
-    evaluate = lambda: {"acc": accuracy(run, model, dev_loader)}  # noqa: E731
+    score = partial(right, model, device)
+    evaluate = lambda: {"acc": run.accuracy(model, dev_loader, score)}  # noqa: E731
     for batch in run.train(train_loader, evaluate=evaluate):
         inputs = model_inputs(batch, device.torch_device)  # loading and copies: outside p_core
         labels = batch["labels"].to(device.torch_device, non_blocking=True)

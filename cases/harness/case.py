@@ -1,6 +1,7 @@
 """A case's own declaration, ``case.yaml``, as the workload reads it: the hyperparameters
-config.json must hold (each key of ``defaults``, of its default's type), the data paths
-(``requires``), the target, and the case's own metrics. The controller's catalog
+config.json must hold (each key of ``defaults``, of its default's type, one of its
+``choices`` where the case lists them), the data paths (``requires``), the target, and the
+case's own metrics. The controller's catalog
 (tui/catalog.py) checks the same file, bounds included, before launch; here the workload
 checks what it was handed once, and nothing falls back to a default.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ class CaseFile:
     target: tuple[str, float] | None  # (metric, value)
     metrics: tuple[Metric, ...]
     dir: Path
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)  # hp key -> allowed
 
     @property
     def registry(self) -> dict[str, Metric]:
@@ -44,7 +46,8 @@ class CaseFile:
 
     def check_hp(self, hp: Any, where: str | os.PathLike[str]) -> Hyper:
         """``hp`` from config.json against the defaults: every key present, none unknown, each
-        of its default's type (an int where a float is declared becomes a float)."""
+        of its default's type (an int where a float is declared becomes a float) and one of
+        its ``choices`` where case.yaml lists them."""
         if not isinstance(hp, dict):
             raise InputError(f"{where}: 'hp' is not an object")
         missing = [k for k in self.defaults if k not in hp]
@@ -56,6 +59,10 @@ class CaseFile:
         out = Hyper()
         for key, default in self.defaults.items():
             out[key] = _typed(where, key, default, hp[key])
+            allowed = self.choices.get(key)
+            if allowed is not None and out[key] not in allowed:
+                expected = f"expected one of {', '.join(allowed)}"
+                raise InputError(f"{where}: hp.{key}: {expected} (got {out[key]!r})")
         return out
 
     def target_value(self, hp: Hyper) -> float | None:
@@ -98,6 +105,7 @@ def load_case_file(case_dir: Path) -> CaseFile:
     target = data.get("target")
     try:
         metrics = tuple(Metric(**m) for m in data.get("metrics") or [])
+        choices = _choices(path, data.get("choices") or {}, data["defaults"])
         return CaseFile(
             name=str(data["name"]),
             kind=str(data.get("kind", "training")),
@@ -106,6 +114,23 @@ def load_case_file(case_dir: Path) -> CaseFile:
             target=(str(target["metric"]), float(target["value"])) if target else None,
             metrics=metrics,
             dir=case_dir,
+            choices=choices,
         )
     except (KeyError, TypeError, ValueError) as e:
         raise InputError(f"{path}: malformed: {e}") from None
+
+
+def _choices(path: Path, choices: Any, defaults: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """case.yaml's ``choices``: string hyperparameters, each a list holding its default."""
+    if not isinstance(choices, dict):
+        raise InputError(f"{path}: choices: expected a mapping of hp key -> list of strings")
+    out = {}
+    for key, allowed in choices.items():
+        if not isinstance(allowed, list) or not all(isinstance(a, str) for a in allowed):
+            raise InputError(f"{path}: choices.{key}: expected a list of strings")
+        if key not in defaults:
+            raise InputError(f"{path}: choices.{key}: no such key in defaults")
+        if defaults[key] not in allowed:
+            raise InputError(f"{path}: choices.{key}: its default {defaults[key]!r} is not listed")
+        out[str(key)] = tuple(allowed)
+    return out

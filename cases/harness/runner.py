@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 
 SYS_EVERY_S = 10.0  # at most one sys record per this many seconds (taken at a log step)
 Evaluation = Callable[[], Mapping[str, float]]
+Score = Callable[[Any], tuple[int, int]]  # a batch -> (right, counted)
 
 
 @dataclass
@@ -84,11 +85,12 @@ class Run:
         self.events = events
         self.data = Path(args.data_dir)
         self.run_dir = Path(args.run_dir)
-        self.config = load_config(args.config)
-        self.hp: Hyper = case.check_hp(self.config["hp"], args.config)
+        self.config_path = Path(args.config)  # for messages that name the file
+        self.config = load_config(self.config_path)
+        self.hp: Hyper = case.check_hp(self.config["hp"], self.config_path)
         for field in ("vendor", "precision"):
             if not isinstance(self.config.get(field), str) or not self.config[field]:
-                raise InputError(f"{args.config}: no {field!r}")
+                raise InputError(f"{self.config_path}: no {field!r}")
         self.precision: str = self.config["precision"]
         require_paths(self.data, case.requires)
         self.device: Device = open_device(self.config["vendor"], self.precision, env.local_rank)
@@ -200,6 +202,25 @@ class Run:
         """``values`` summed over the data-parallel replicas (each tensor/pipeline group
         once): an evaluation's counts. Every rank must call it."""
         return sum_counted(values, self.layout.counts)
+
+    def accuracy(self, model: torch.nn.Module, batches: Iterable[Any], score: Score) -> float:
+        """The fraction right over an evaluation set split by ``eval_loader``: ``score(batch)``
+        gives (right, counted) for one batch. Runs with ``model`` in eval mode, no gradients,
+        under the device's autocast, and puts the model back in training mode; the counts are
+        summed over the replicas (every rank calls it)."""
+        import torch
+
+        model.eval()
+        right = counted = 0
+        with torch.no_grad(), self.device.autocast():
+            for batch in batches:
+                r, n = score(batch)
+                right, counted = right + r, counted + n
+        model.train()
+        right, counted = self.sum_replicas([right, counted])
+        if not counted:
+            raise InputError(f"{self.case.name}: the evaluation set has no rows")
+        return right / counted
 
     def tracker(self) -> PerfTracker:
         """A new set of timers (warm-up hp ``warmup_steps``), as ``run.perf`` is: for a second

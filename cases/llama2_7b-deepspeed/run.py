@@ -73,14 +73,14 @@ def main(run: harness.Run) -> None:
     bs, seq = hp.train_batch_size, hp.max_seq_length
     if run.precision == "tf32":
         raise harness.InputError(
-            f"{run.run_dir / 'config.json'}: precision tf32: DeepSpeed runs fp32, fp16, bf16"
+            f"{run.config_path}: precision tf32: DeepSpeed runs fp32, fp16, bf16"
         )
     from transformers import LlamaConfig, LlamaForCausalLM
 
     shape = LlamaConfig.from_pretrained(run.data / MODEL_DIR, use_cache=False)  # checkpointing
     if seq > shape.max_position_embeddings:
         raise harness.InputError(
-            f"{run.run_dir / 'config.json'}: max_seq_length {seq} exceeds the model's "
+            f"{run.config_path}: max_seq_length {seq} exceeds the model's "
             f"max_position_embeddings {shape.max_position_embeddings}"
         )
     tokens = load_tokens(run.data / TOKENS, shape.vocab_size)
