@@ -8,9 +8,11 @@ import argparse
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -19,8 +21,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "cases"))
 
 import harness  # noqa: E402
+from harness import peak_cache  # noqa: E402
 from harness.case import load_case_file  # noqa: E402
 from harness.layout import Layout  # noqa: E402
+from harness.peakmeter import device_label  # noqa: E402
 
 BATCH, SEQ, DIM, STEPS, WARMUP = 4, 8, 64, 12, 2
 STEP_S = 0.1  # each step's compute is padded to this wall time: see tp_case
@@ -262,6 +266,45 @@ def test_accuracy_sums_a_score_in_eval_mode(tp_case: Path, tmp_path: Path) -> No
     assert seen == [(False, False)] * 3 and model.training  # 3 batches; back to training
     with pytest.raises(harness.InputError, match="tpcase: the evaluation set has no rows"):
         run.accuracy(model, run.eval_loader([], 2), score)
+
+
+def test_inference_finish_reports_token_rates(tmp_path: Path) -> None:
+    """An inference case's result: p_infer_* and tokens_per_s_per_device from run.perf's
+    window (the same totals), no training sample rates."""
+    case = tmp_path / "cases" / "infer"
+    case.mkdir(parents=True)
+    hp = {"precision": "fp32", "eval_batch_size": 4, "warmup_steps": 1, "seed": 1}
+    declared = {"name": "infer", "kind": "inference", "defaults": hp}
+    (case / "case.yaml").write_text(json.dumps(declared))  # JSON is YAML
+    data = tmp_path / "data"
+    (data / "tpcase").mkdir(parents=True)  # _run's data dir
+    run = _run(case, _config(tmp_path / "r", hp), tmp_path / "r")
+    peak_cache.write_entry(
+        data / "peaks.json",
+        {  # nothing measured
+            "host": socket.gethostname(),
+            "device": device_label(run.device),
+            "math": "fp32",
+            "matmul_flops": 1e10,
+            "matmul_n": 1024,
+            "mem_bw_bytes_per_s": 1e10,
+            "measured_at": 0.0,
+        },
+    )
+    for _ in range(3):  # the first is warm-up
+        with run.step(4, tokens=40, padded_tokens=48):
+            time.sleep(0.02)
+    run.finish(harness.ModelFlops(100.0), converged=True)  # as aquila: no target, no loss
+    events = [json.loads(line) for line in (tmp_path / "r" / "events.jsonl").open()]
+    result = events[-1]
+    assert result["kind"] == "result" and result["status"] == "passed"
+    m = result["metrics"]
+    assert not {"p_whole", "p_train", "p_core", "loss"} & set(m)
+    assert m["p_infer_whole"] == m["tokens_per_s_per_device"] > 0  # one device, no evaluation
+    assert m["p_infer_core"] >= m["p_infer_whole"]
+    assert m["p_infer_core"] <= 80 / 0.04  # 2 counted steps of 40 tokens, 0.02 s or more each
+    # 100 FLOPs x 96 padded tokens over the window (80 tokens / tokens_per_s) / the peak
+    assert m["mfu_measured"] == pytest.approx(100 * 96 / 80 * m["tokens_per_s_per_device"] / 1e10)
 
 
 @pytest.mark.parametrize("field", ["precision", "vendor"])

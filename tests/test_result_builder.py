@@ -118,11 +118,14 @@ def test_metrics_outside_the_registry_are_refused(cpu_device, tmp_path):
 def test_inference_leaves_the_training_rates_out(cpu_device, tmp_path):
     cache = _cache(tmp_path, cpu_device, "fp32", 5.0e10)
     result = _build(cpu_device, "CPU", cache, training=False, metrics={"p_infer_core": 10.0})
-    assert not {"p_whole", "p_train", "p_core", "tokens_per_s_per_device"} & set(result["metrics"])
+    assert not {"p_whole", "p_train", "p_core"} & set(result["metrics"])
+    # the timed window's real tokens per second per device, as for training
+    assert result["metrics"]["tokens_per_s_per_device"] == pytest.approx(3000 / 3.6 / 2)
     assert result["metrics"]["p_infer_core"] == 10.0 and result["metrics"]["mfu_measured"]
     notes = "\n".join(result["notes"])  # an inference run has no training time to speak of
     assert "over the timed inference window's wall time" in notes
-    assert "training time" not in notes
+    assert "tokens_per_s_per_device: real (non-pad) tokens of the timed inference" in notes
+    assert "training time" not in notes and "p_* count real samples" not in notes
 
 
 def _gpu(name: str, precision: str = "fp32") -> Device:

@@ -127,9 +127,6 @@ def main(run: harness.Run) -> None:
         forward_pass(run, model, groups, pad_id, run.step)
         run.log(loss=loss)
     p_val_whole, p_val_core = harness.token_rates(run.totals(val))
-    infer = run.totals()
-    p_infer_whole, p_infer_core = harness.token_rates(infer)
-    per_device = harness.throughput_metrics(infer, env.world_size)["tokens_per_s_per_device"]
     run.finish(
         flops,
         metrics={
@@ -137,9 +134,6 @@ def main(run: harness.Run) -> None:
             "loss": loss,
             "p_val_whole": p_val_whole,
             "p_val_core": p_val_core,
-            "p_infer_whole": p_infer_whole,
-            "p_infer_core": p_infer_core,
-            "tokens_per_s_per_device": per_device,
         },
         converged=True,
         notes=[
@@ -147,7 +141,6 @@ def main(run: harness.Run) -> None:
             "loss: mean negative log-likelihood per token over the whole set",
             f"p_val_*, p_infer_*: real tokens per second of the whole tensor-parallel "
             f"group of {tp}; the first {hp.warmup_steps} forwards of each kind left out",
-            "tokens_per_s_per_device: p_infer_whole / devices (the inference window)",
         ],
     )
 

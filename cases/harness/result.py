@@ -1,20 +1,8 @@
 """The result builder: one function turns a run's totals into the ``result`` event payload.
 
-A case calls, on every rank (the reductions are collectives)::
-
-    totals = harness.reduce_totals(perf.totals())
-    memory = harness.reduce_memory(*monitor.peak_gib())
-    harness.shutdown_distributed()
-
-and then, on global rank 0::
-
-    payload = harness.build_result(
-        totals=totals, world_size=env.world_size, device=device, chip=config.get("chip"),
-        flops=harness.ModelFlops(per_token, per_sequence, "6N+12LHQT, ..."),
-        memory=memory, metrics={"acc": acc, "loss": loss}, converged=converged,
-        message=None, peak_cache=harness.peak_cache_path(args.data_dir),
-    )
-    events.emit("result", **payload)
+``Run.finish`` (harness.runner) calls it on global rank 0, after reducing the totals, memory
+and energy over the ranks (collectives, on every rank) and leaving the process group; a case
+passes its ``ModelFlops`` and its own metrics to ``finish``, not here.
 
 Metrics are keyed by registry names (``harness.metrics``); docs/metrics.md says what each
 means and docs/harness.md how the pieces fit.
@@ -44,7 +32,9 @@ if TYPE_CHECKING:
     from harness.device import Device
     from harness.energy import Energy
 
-TRAINING_RATES = ("p_whole", "p_train", "p_core", "tokens_per_s_per_device")
+# Samples per second of training; an inference run keeps tokens_per_s_per_device (real tokens
+# of its timed window per second per device) and reports its own p_infer_* / p_val_*.
+TRAINING_RATES = ("p_whole", "p_train", "p_core")
 
 
 @dataclass(frozen=True)
@@ -81,7 +71,9 @@ def build_result(
     environment, peak) from totals reduced over ranks (``reduce_totals``).
 
     ``metrics`` holds the case's own figures (acc, loss, p_infer_*, ...) by registry name;
-    ``training=False`` leaves the training rates out (inference cases report their own).
+    ``training=False`` leaves the training sample rates out (inference cases report their
+    own); tokens_per_s_per_device is then the real tokens of the timed (inference) window per
+    second per device.
     ``energy`` (``EnergyMeter.total``, over the same counted window) gives the energy per
     sample and per token, null with a note where it is not known.
     Measures the device's peak first if ``peak_cache`` has no entry for it (about 1.5 s on a
@@ -167,7 +159,12 @@ def _notes(
     training: bool = True,
 ) -> list[str]:
     notes = throughput_notes(totals)
-    notes.append("p_* count real samples; tokens_per_s_per_device counts real (non-pad) tokens")
+    notes.append(
+        "p_* count real samples; tokens_per_s_per_device counts real (non-pad) tokens"
+        if training
+        else "tokens_per_s_per_device: real (non-pad) tokens of the timed inference window "
+        "/ its wall time / devices"
+    )
     per_seq = f" + {flops.per_sequence:.4g} per sequence" if flops.per_sequence else ""
     notes.append(
         f"mfu: model FLOPs ({flops.per_token:.4g} per padded token{per_seq}"

@@ -51,7 +51,7 @@ from harness.events import EventWriter
 from harness.layout import Layout
 from harness.memory import MemoryMonitor
 from harness.peak_cache import cache_path
-from harness.perf import PerfTotals, PerfTracker
+from harness.perf import PerfTotals, PerfTracker, token_rates
 from harness.result import ModelFlops, build_result
 from harness.sysmon import SysSampler
 from harness.workload import guarded, load_config, require_paths
@@ -409,7 +409,9 @@ class Run:
         """Close the window, reduce over the ranks, and on global rank 0 emit the ``result``.
 
         Metrics: the latest evaluation's values and the last window's loss (null where not
-        finite), then ``metrics`` over them. Converged, unless given: the target reached
+        finite); for ``kind: inference``, p_infer_whole and p_infer_core (real tokens per
+        second of run.perf's window and of its forwards) beside tokens_per_s_per_device; then
+        ``metrics`` over them. Converged, unless given: the target reached
         where case.yaml has one, else a finite loss. ``extra``: fields beyond the contract's.
         """
         if self._training:
@@ -427,6 +429,8 @@ class Run:
         out: dict[str, float | None] = {**self.evals}
         if self.steps and self.case.kind == "training":
             out["loss"] = self.loss if finite else None
+        if self.case.kind == "inference":  # run.perf's window is the inference window
+            out["p_infer_whole"], out["p_infer_core"] = token_rates(totals)
         out.update(metrics or {})
         if converged is None:
             converged, message = self._verdict(finite)
