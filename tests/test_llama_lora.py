@@ -266,20 +266,40 @@ def test_mmlu_defaults_score_as_the_seed() -> None:
     assert spec.defaults["mmlu_scoring"] == "vocab"
 
 
-@pytest.mark.parametrize(
-    ("sets", "named"),
-    [
-        ({"mmlu_scoring": "top1"}, "hp.mmlu_scoring: expected one of vocab, letters"),
-        ({"mmlu_subjects": "abstract_algebra,virology"}, "no subject 'virology'"),
-    ],
-)
-def test_bad_mmlu_hp_refused_before_training(
-    tmp_path: Path, data_dir: Path, sets: dict, named: str
-) -> None:
-    config = resolved_config(LORA, "cpu/CPUx1x1", tmp_path / "run", **sets)
+def test_catalog_refuses_choices_without_the_default(tmp_path: Path) -> None:
+    shutil.copytree(CASES / LORA, tmp_path / LORA)
+    declared = tmp_path / LORA / "case.yaml"
+    text = declared.read_text().replace("[vocab, letters]", "[letters]")
+    declared.write_text(text)
+    with pytest.raises(catalog.CatalogError, match="choices.mmlu_scoring: its default 'vocab'"):
+        catalog.load_case(LORA, tmp_path)
+
+
+def test_bad_mmlu_subjects_refused_before_training(tmp_path: Path, data_dir: Path) -> None:
+    config = resolved_config(
+        LORA, "cpu/CPUx1x1", tmp_path / "run", mmlu_subjects="abstract_algebra,virology"
+    )
     proc = run_workload(LORA, config, data_dir, timeout=300)
-    assert proc.returncode == 2 and named in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "no subject 'virology'" in proc.stderr, proc.stderr
     assert [e["kind"] for e in events(config.parent)] == ["start", "error"]  # no step
+
+
+def test_mmlu_scoring_choices_checked_by_catalog_and_workload(
+    tmp_path: Path, data_dir: Path, mmlu
+) -> None:
+    # one list of rules: case.yaml's choices are mmlu.py's SCORING
+    assert catalog.load_case(LORA, CASES).choices["mmlu_scoring"] == list(mmlu.SCORING)
+    expected = "mmlu_scoring: expected one of vocab, letters (got 'top1')"
+    with pytest.raises(catalog.CatalogError) as refused:  # before a launch
+        resolved_config(LORA, "cpu/CPUx1x1", tmp_path / "set", mmlu_scoring="top1")
+    assert str(refused.value) == f"--set: {expected}"
+    config = resolved_config(LORA, "cpu/CPUx1x1", tmp_path / "run")
+    written = json.loads(config.read_text())  # a config.json the catalog did not write
+    written["hp"]["mmlu_scoring"] = "top1"
+    config.write_text(json.dumps(written))
+    proc = run_workload(LORA, config, data_dir, timeout=300)
+    assert proc.returncode == 2 and f"{config}: hp.{expected}" in proc.stderr, proc.stderr
+    assert [e["kind"] for e in events(config.parent)] == ["error"]  # refused before start
 
 
 def test_half_precision_is_autocast_over_fp32_weights(data_dir: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from harness.staging import DATA_MANIFEST as DATA_MANIFEST  # for tui.fleet; no torch there
 from harness.vendors import PRECISIONS, precision_problem
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError
 
@@ -24,9 +25,6 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # The harness always lives here; FLEETPERF_CASES_DIR points the catalog at other cases.
 HARNESS_DIR = REPO_ROOT / "cases"
 CASES_DIR = Path(os.environ.get("FLEETPERF_CASES_DIR", HARNESS_DIR)).resolve()
-# Written into a case's data directory by `fleetperf prepare`: how the data was made
-# (synthetic or staged from a source); the preflight reads it into the record.
-DATA_MANIFEST = "fleetperf-data.json"
 # CHIPxNNODESxNPROC, and -VARIANT for a second seed row on the same hardware (A100x1x8-bs96).
 CONFIG_NAME = re.compile(
     r"^(?P<chip>[A-Za-z0-9_.-]+?)x(?P<nnodes>\d+)x(?P<nproc>\d+)(?:-(?P<variant>[a-z0-9]+))?$"
@@ -130,6 +128,8 @@ class CaseSpec(_Strict):
     settings: list[str] = Field(default_factory=list)
     # Limits for case-specific numeric keys (the shared ones are in Hyperparameters).
     bounds: dict[str, Bounds] = Field(default_factory=dict)
+    # Allowed values of string keys; the workload checks config.json the same way (harness.case).
+    choices: dict[str, list[str]] = Field(default_factory=dict)
     dir: Path
 
 
@@ -253,6 +253,11 @@ def load_case(name: str, cases_dir: Path = CASES_DIR) -> CaseSpec:
         unknown = [k for k in getattr(case, field) if k not in case.defaults]
         if unknown:
             raise CatalogError(f"{_rel(path)}: {field}: {unknown[0]!r} has no default")
+    for key, allowed in case.choices.items():
+        default = case.defaults.get(key)
+        if default not in allowed:
+            where = f"{_rel(path)}: choices.{key}"
+            raise CatalogError(f"{where}: its default {default!r} is not listed")
     return case
 
 
@@ -384,6 +389,10 @@ def _check_overrides(case: CaseSpec, where: str, prefix: str, overrides: dict[st
             )
         _check_type(where, field, case.defaults[key], overrides[key])
         _check_bounds(where, field, case.bounds.get(key), overrides[key])
+        allowed = case.choices.get(key)
+        if allowed is not None and overrides[key] not in allowed:
+            expected = f"expected one of {', '.join(allowed)}"
+            raise CatalogError(f"{where}: {field}: {expected} (got {overrides[key]!r})")
     _check_hp(where, prefix, overrides)
 
 

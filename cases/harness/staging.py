@@ -15,8 +15,9 @@ from pathlib import Path
 
 from harness.errors import InputError
 
-# Written into the case's data directory: how the data was made (the preflight reads it
-# into the record's synthetic_data; tui/catalog.py names the same file).
+# Written into the case's data directory: how the data was made (the preflight reads it into
+# the record's synthetic_data). The one definition: the controller imports it from here, so
+# this module imports nothing beyond the standard library and harness.errors (no torch).
 DATA_MANIFEST = "fleetperf-data.json"
 
 

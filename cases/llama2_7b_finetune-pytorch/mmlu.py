@@ -26,7 +26,8 @@ import torch
 from harness import InputError
 
 LETTERS = ("A", "B", "C", "D")
-# The answer rules (hp mmlu_scoring), as the record's note describes them.
+# The answer rules (hp mmlu_scoring, its choices in case.yaml), as the record's note describes
+# them.
 SCORING = {
     "vocab": "right when the argmax over the whole vocabulary is the answer letter's token "
     "(FlagPerf's rule)",
@@ -80,11 +81,9 @@ def subjects(root: Path) -> list[str]:
     return found
 
 
-def select(root: Path, wanted: str, scoring: str) -> list[str]:
-    """The subjects ``wanted`` ("all" or comma-separated names) of ``root``, and ``scoring``
-    checked: InputError naming the hp field before anything is trained."""
-    if scoring not in SCORING:
-        raise InputError(f"hp.mmlu_scoring: expected one of {', '.join(SCORING)} (got {scoring!r})")
+def select(root: Path, wanted: str) -> list[str]:
+    """The subjects ``wanted`` ("all" or comma-separated names) of ``root``: InputError naming
+    the hp field before anything is trained."""
     names = subjects(root)
     if wanted == "all":
         return names

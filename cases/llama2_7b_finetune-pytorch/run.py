@@ -87,7 +87,7 @@ def main(run: harness.Run) -> None:
     from transformers import AutoTokenizer
 
     root = run.data / "mmlu"
-    names = mmlu.select(root, hp.mmlu_subjects, hp.mmlu_scoring)  # bad hp: before any loading
+    names = mmlu.select(root, hp.mmlu_subjects)  # bad hp: before any loading
     transformers.utils.logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(run.data / CHECKPOINT)
     train_json = run.data / "samsum/train.json"
