@@ -204,3 +204,22 @@ def test_one_run_shows_what_its_mfu_divides(tmp_path: Path) -> None:
     assert "peak" not in every.stdout  # a table of runs: no peak block
     js = fleetperf("results", "r3", "--results", str(tmp_path), "--format", "json")
     assert json.loads(js.stdout)[0]["peak"] == peak
+
+
+def test_one_run_shows_the_env_its_config_set(tmp_path: Path) -> None:
+    """`fleetperf results RUN_ID`: the config's env as written, control codes escaped."""
+    r1, r2 = seed001_records()[:2]
+    env = {"BKCL_FORCE_SYNC": "1", "XPU_FC_AUTOTUNE_FILE": "{data_dir}/t.log", "E": "\x1b[2J"}
+    with ResultStore(tmp_path / "fleetperf.sqlite") as store:
+        store.add(r1.model_copy(update={"config_env": env}))
+        store.add(r2)
+    out = fleetperf("results", r1.run_id, "--results", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.endswith(
+        "\nenv from the config ({data_dir}: the case's data directory):\n"
+        "  BKCL_FORCE_SYNC=1\n  XPU_FC_AUTOTUNE_FILE={data_dir}/t.log\n  E=\\u001b[2J\n"
+    )
+    other = fleetperf("results", r2.run_id, "--results", str(tmp_path))
+    assert other.stdout.endswith("\nenv from the config: none\n")
+    js = fleetperf("results", r1.run_id, "--results", str(tmp_path), "--format", "json")
+    assert json.loads(js.stdout)[0]["config_env"] == env

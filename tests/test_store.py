@@ -278,6 +278,29 @@ def test_a_version_6_store_gains_the_peak_and_keeps_it(tmp_path: Path) -> None:
         conn.close()
 
 
+def test_a_version_7_store_gains_the_config_env_and_keeps_it(tmp_path: Path) -> None:
+    """Schema 8: a JSON config_env column; a store of version 7 is migrated (its runs'
+    config_env empty), and a run's config_env reads back as written."""
+    path = tmp_path / "fleetperf.sqlite"
+    first, second = seed001_records()[:2]
+    with ResultStore(path) as store:
+        store.add(first)
+    conn = sqlite3.connect(path)  # back to version 7: no config_env column
+    conn.executescript("ALTER TABLE runs DROP COLUMN config_env; PRAGMA user_version = 7;")
+    conn.close()
+    env = {"BKCL_FORCE_SYNC": "1", "XPU_FC_AUTOTUNE_FILE": "{data_dir}/t.log", "Q": "{{ x }}"}
+    with ResultStore(path) as store:
+        assert store.get(first.run_id) == first and first.config_env == {}
+        store.add(second.model_copy(update={"config_env": env}))
+    with ResultStore(path) as store:  # reopened: read from the file
+        assert store.get(second.run_id).config_env == env
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 8
+    finally:
+        conn.close()
+
+
 def test_a_version_3_store_gains_the_synthetic_flag(tmp_path: Path) -> None:
     path = tmp_path / "fleetperf.sqlite"
     first, second = seed001_records()[:2]

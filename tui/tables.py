@@ -221,6 +221,14 @@ def peak_text(run: RunRecord) -> str:
     return "\n".join(["peak (what MFU divides; per device):", *lines])
 
 
+def config_env_text(run: RunRecord) -> str:
+    """The environment variables the run's config set (``fleetperf results RUN_ID``)."""
+    if not run.config_env:
+        return "env from the config: none"
+    lines = [f"  {name}={value}" for name, value in run.config_env.items()]
+    return "\n".join(["env from the config ({data_dir}: the case's data directory):", *lines])
+
+
 def _flops(value: float | None) -> str:
     return "/" if value is None else f"{value / 1e12:.4g} TFLOP/s"
 
