@@ -10,6 +10,7 @@ Trains until dev accuracy reaches hp target_acc or until max_samples.
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 
 import harness
@@ -28,19 +29,11 @@ def read_points(path: Path) -> list[tuple[torch.Tensor, int]]:
     return rows
 
 
-@torch.no_grad()
-def accuracy(run: harness.Run, model: torch.nn.Module, loader: object) -> float:
-    """Accuracy over the dev set (each replica scores its share; counts are summed)."""
-    model.eval()
-    correct = total = 0
-    for x, y in loader:
-        with run.device.autocast():
-            logits = model(x.to(run.device.torch_device))
-        correct += int((logits.argmax(-1).cpu() == y).sum())
-        total += len(y)
-    model.train()
-    correct, total = run.sum_replicas([correct, total])
-    return correct / total
+def right(model: torch.nn.Module, device: harness.Device, batch: list) -> tuple[int, int]:
+    """(right, counted) for one dev batch: the argmax class against the label."""
+    x, y = batch
+    logits = model(x.to(device.torch_device))
+    return int((logits.argmax(-1).cpu() == y).sum()), len(y)
 
 
 def main(run: harness.Run) -> None:
@@ -59,7 +52,8 @@ def main(run: harness.Run) -> None:
     optimizer = torch.optim.AdamW(ddp.parameters(), lr=hp.learning_rate)
     run.say(f"model: MLP {dim}-{hp.hidden}-2, {n_params} parameters; train {len(train)} rows")
 
-    evaluate = lambda: {"acc": accuracy(run, model, dev_loader)}  # noqa: E731
+    score = partial(right, model, device)  # run.accuracy: eval mode, summed over replicas
+    evaluate = lambda: {"acc": run.accuracy(model, dev_loader, score)}  # noqa: E731
     for x, y in run.train(loader, evaluate=evaluate):
         x, y = x.to(device.torch_device), y.to(device.torch_device)  # outside p_core
         with run.step(samples=len(y)) as step:
