@@ -64,7 +64,7 @@ exec srun --ntasks-per-node=1 --kill-on-bad-exit=1 "$@"
 # the interface of the node's Slurm address, runs the workload with its output and exit
 # code in the node's directory, and passes Slurm's SIGTERM on.
 NODE_LAUNCHER = r"""
-import os, re, signal, subprocess, sys
+import os, re, signal, socket, subprocess, sys
 run_dir, data_dir, nproc, argv = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
 node = os.environ["SLURMD_NODENAME"]
 if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", node):
@@ -85,16 +85,24 @@ else:
     nnodes = int(os.environ.get("SLURM_NNODES", "1"))
     env = dict(os.environ)
     addr = os.environ["FLEETPERF_MASTER_ADDR"]
-    if "GLOO_SOCKET_IFNAME" not in env:  # gloo binds the node's Slurm address, not lo
+    # gloo and NCCL bind the node's Slurm address, not lo (as fleetperf_launch does for
+    # SSH hosts; this runs on the node, where no module code is)
+    ifnames = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+    if not all(name in env for name in ifnames):
         mine = subprocess.run(["scontrol", "show", "node", "-o", node], capture_output=True,
                               text=True).stdout
         found = re.search(r"NodeAddr=(\S+)", mine)
-        ip = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True,
+        try:  # NodeAddr may be a name: what it resolves to here
+            mine = {i[4][0] for i in socket.getaddrinfo(found[1], None)} if found else set()
+        except OSError:
+            mine = set()
+        ip = subprocess.run(["ip", "-o", "addr", "show"], capture_output=True,
                             text=True).stdout
         for line in ip.splitlines():
             words = line.split()
-            if found and len(words) > 3 and words[3].split("/")[0] == found[1]:
-                env["GLOO_SOCKET_IFNAME"] = words[1]
+            if len(words) > 3 and words[3].split("/")[0] in mine:
+                for name in ifnames:
+                    env.setdefault(name, words[1].split("@")[0])
     if nnodes > 1 or nproc > 1:
         argv = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nnodes}",
                 f"--node_rank={os.environ['SLURM_NODEID']}", f"--nproc_per_node={nproc}",
