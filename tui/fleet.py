@@ -140,6 +140,7 @@ class Launch:
             "fleetperf_fetch_dir": str(self.run_dir / "hosts"),
             "fleetperf_host_files": list(HOST_FILES),
             "fleetperf_data_manifest": DATA_MANIFEST,
+            "fleetperf_config_env": spec.config.env,  # catalog-checked; {data_dir}: the plays
             "fleetperf_imports": {
                 m: caseimports.distribution(m)
                 for m in caseimports.required(spec.case.dir, spec.case.entrypoint, images.HARNESS)

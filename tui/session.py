@@ -352,6 +352,7 @@ class Session:
             precision=spec.precision,
             fix_hp=spec.seed_fix_hp,
             hp=spec.hp,
+            config_env=spec.config.env,
             executor=str(executor),
             # The tag the docker hosts' preflight insisted on; the ids that ran come at the end.
             image=launch.image.tag if launch.image else None,
