@@ -11,6 +11,7 @@ from textual.widgets import DataTable, Input, Select, Static
 
 from tui.app.screens.results import ExportScreen, ResultsScreen
 from tui.compare import compare
+from tui.record import Peak
 from tui.store import ResultStore
 from tui.tables import render
 
@@ -149,5 +150,43 @@ def test_read_only_export_writes_under_the_results_directory_only(tmp_path: Path
             (written,) = (tmp_path / "results" / "exports").iterdir()
             assert written.name.startswith("fleetperf-") and written.suffix == ".md"
             assert any("written to" in str(n.message) for n in app._notifications)
+
+    run(scenario())
+
+
+def test_one_marked_run_shows_what_its_mfu_divides_and_its_config_env(tmp_path: Path) -> None:
+    records = history()
+    peak = Peak(
+        chip="A100",
+        math="tf32",
+        datasheet_flops=156e12,
+        measured_flops=120e12,
+        model_flops_per_s_per_device=31.2e12,
+    )
+    newest = max(records, key=lambda r: r.started)
+    records = [
+        r.model_copy(update={"peak": peak, "config_env": {"BKCL_FORCE_SYNC": "1"}})
+        if r is newest
+        else r
+        for r in records
+    ]
+    with ResultStore(tmp_path / "results" / "fleetperf.sqlite") as store:
+        for record in records:
+            store.add(record)
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("4")
+            table = app.screen.query_one("#history", DataTable)
+            await wait_for(pilot, lambda: table.row_count == len(records))
+            pane = app.screen.query_one("#result-view", Static)
+            assert "datasheet peak" not in plain(pane)  # several runs: the table alone
+            table.focus()
+            await pilot.press("space")  # the newest run, first row
+            await wait_for(pilot, lambda: "datasheet peak" in plain(pane, width=140))
+            text = plain(pane, width=140)
+            assert "156 TFLOP/s" in text and "31.2 TFLOP/s" in text and "math" in text
+            assert "BKCL_FORCE_SYNC=1" in text
 
     run(scenario())

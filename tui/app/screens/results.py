@@ -21,7 +21,7 @@ from tui.compare import compare
 from tui.record import RunRecord
 from tui.references import check_rows
 from tui.store import ResultStore, StoreError
-from tui.tables import FORMATS, render
+from tui.tables import FORMATS, config_env_text, peak_text, render
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
@@ -215,7 +215,10 @@ class ResultsScreen(Screen[None]):
         else:
             flagged = [r for r in selection if r.verdict and r.verdict.flagged]
             tables = [literal(render(selection, "md")), *map(_verdict_table, flagged)]
-            view.update(Group(*tables) if flagged else tables[0])
+            if len(self.marked) == 1:  # one run: what its MFU divides, the env its config set
+                (run,) = selection
+                tables += [literal(f"\n{peak_text(run)}\n\n{config_env_text(run)}")]
+            view.update(Group(*tables) if len(tables) > 1 else tables[0])
 
     # -- export -----------------------------------------------------------------------
 
