@@ -28,7 +28,8 @@ from glm_model import (  # noqa: E402
 )
 from glm_optim import annealing_lr, param_groups  # noqa: E402
 from harness.case import Hyper  # noqa: E402
-from record import DataError, WordPiece, collate, encode_question, read_record  # noqa: E402
+from harness.errors import InputError  # noqa: E402
+from record import WordPiece, collate, encode_question, read_record  # noqa: E402
 
 from tui import catalog  # noqa: E402
 
@@ -284,10 +285,10 @@ def test_synthetic_record_reads_as_questions(data_dir: Path) -> None:
 def test_record_errors_name_file_line_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "val.jsonl"
     bad.write_text('{"passage": {"text": "a b", "entities": []}, "qas": [{"query": "x"}]}\n')
-    with pytest.raises(DataError, match=rf"{bad}:1: qas.query has no @placeholder"):
+    with pytest.raises(InputError, match=rf"{bad}:1: qas.query has no @placeholder"):
         read_record(bad)
     bad.write_text('{"passage": {"text": "a b"}}\n')
-    with pytest.raises(DataError, match=rf"{bad}:1 passage: field 'entities'"):
+    with pytest.raises(InputError, match=rf"{bad}:1 passage: field 'entities'"):
         read_record(bad)
 
 

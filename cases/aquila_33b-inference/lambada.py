@@ -18,12 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from harness.errors import InputError
+from harness.jsonl import json_lines
 
 TOKENIZER_FILES = ("vocab.json", "merges.txt", "special_tokens.txt")
-
-
-class DataError(ValueError):
-    """Malformed input data: the message names the file, line and field."""
 
 
 @dataclass(frozen=True)
@@ -37,38 +35,32 @@ def load_tokenizer(folder: Path):  # -> tokenizers.Tokenizer
 
     for name in TOKENIZER_FILES:
         if not (folder / name).is_file():
-            raise DataError(f"{folder / name}: missing")
+            raise InputError(f"{folder / name}: missing")
     try:
         vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise DataError(f"{folder / 'vocab.json'}: not JSON ({e.msg})") from None
+        raise InputError(f"{folder / 'vocab.json'}: not JSON ({e.msg})") from None
     if not isinstance(vocab, dict) or not vocab:
-        raise DataError(f"{folder / 'vocab.json'}: expected an object of token -> id")
+        raise InputError(f"{folder / 'vocab.json'}: expected an object of token -> id")
     try:
         tok = ByteLevelBPETokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
     except Exception as e:  # tokenizers raises its own exception types for bad merges
-        raise DataError(f"{folder / 'merges.txt'}: not a BPE merges file ({e})") from None
+        raise InputError(f"{folder / 'merges.txt'}: not a BPE merges file ({e})") from None
     specials = (folder / "special_tokens.txt").read_text(encoding="utf-8").split()
     tok.add_special_tokens(specials)
     return tok
 
 
 def read_lambada(path: Path) -> list[str]:
+    """The texts of a LAMBADA jsonl file; InputError naming file:line and field."""
     texts = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{n}: not JSON ({e.msg})") from None
-            text = row.get("text") if isinstance(row, dict) else None
-            if not isinstance(text, str) or " " not in text.strip():
-                raise DataError(f"{path}:{n}: field 'text' missing or a single word")
-            texts.append(text.strip())
+    for where, row in json_lines(path):
+        text = row.get("text") if isinstance(row, dict) else None
+        if not isinstance(text, str) or " " not in text.strip():
+            raise InputError(f"{where}: field 'text' missing or a single word")
+        texts.append(text.strip())
     if not texts:
-        raise DataError(f"{path}: no texts")
+        raise InputError(f"{path}: no texts")
     return texts
 
 

@@ -81,13 +81,13 @@ def main(run: harness.Run) -> None:
         raise harness.InputError(f"precision {run.precision!r}: this case runs fp32, fp16 or bf16")
     tp = run.parallel(tp=env.world_size).tp
 
+    tok = lambada.load_tokenizer(run.data / "tokenizer")
+    texts = lambada.read_lambada(run.data / DATA)[: hp.max_texts or None]
     try:
-        tok = lambada.load_tokenizer(run.data / "tokenizer")
-        texts = lambada.read_lambada(run.data / DATA)[: hp.max_texts or None]
         model = aquila_model.load(
             run.data / "checkpoint", run.precision, tp, run.device.torch_device
         )
-    except (lambada.DataError, ValueError) as e:
+    except ValueError as e:  # names the file
         raise harness.InputError(str(e)) from None
     cfg = model.config
     if tok.get_vocab_size() > cfg.vocab_size:

@@ -22,7 +22,6 @@ a normalised gold answer.
 
 from __future__ import annotations
 
-import json
 import re
 import string
 from dataclasses import dataclass
@@ -31,13 +30,11 @@ from typing import Any
 
 import torch
 from glm_model import blank_infilling
+from harness.errors import InputError
+from harness.jsonl import json_lines
 from harness.tiny import WORDPIECE_SPECIAL
 
 PLACEHOLDER = "@placeholder"
-
-
-class DataError(ValueError):
-    """Malformed input data: the message names the file, line and field."""
 
 
 @dataclass(frozen=True)
@@ -57,42 +54,34 @@ class Question:
 def _field(obj: Any, key: str, kind: type, where: str) -> Any:
     value = obj.get(key) if isinstance(obj, dict) else None
     if not isinstance(value, kind):
-        raise DataError(f"{where}: field {key!r} missing or not a {kind.__name__}")
+        raise InputError(f"{where}: field {key!r} missing or not a {kind.__name__}")
     return value
 
 
 def read_record(path: Path) -> list[Question]:
-    """All questions of a ReCoRD jsonl file; DataError naming file:line and field."""
+    """All questions of a ReCoRD jsonl file; InputError naming file:line and field."""
     questions = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{n}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{where}: not JSON ({e.msg})") from None
-            passage = _field(row, "passage", dict, where)
-            text = _field(passage, "text", str, where + " passage")
-            entities = _field(passage, "entities", list, where + " passage")
-            candidates = []
-            for ent in entities:
-                start = _field(ent, "start", int, where + " passage.entities")
-                end = _field(ent, "end", int, where + " passage.entities")
-                name = text[start : end + 1]
-                if name and name not in candidates:
-                    candidates.append(name)
-            clean = text.replace("@highlight\n", "- ")  # GLM's passage clean-up
-            for qa in _field(row, "qas", list, where):
-                query = _field(qa, "query", str, where + " qas")
-                if PLACEHOLDER not in query:
-                    raise DataError(f"{where}: qas.query has no {PLACEHOLDER}")
-                answers = qa.get("answers") or []  # the test split has none
-                gold = tuple(_field(a, "text", str, where + " qas.answers") for a in answers)
-                questions.append(Question(clean, query, tuple(candidates), gold))
+    for where, row in json_lines(path):
+        passage = _field(row, "passage", dict, where)
+        text = _field(passage, "text", str, where + " passage")
+        entities = _field(passage, "entities", list, where + " passage")
+        candidates = []
+        for ent in entities:
+            start = _field(ent, "start", int, where + " passage.entities")
+            end = _field(ent, "end", int, where + " passage.entities")
+            name = text[start : end + 1]
+            if name and name not in candidates:
+                candidates.append(name)
+        clean = text.replace("@highlight\n", "- ")  # GLM's passage clean-up
+        for qa in _field(row, "qas", list, where):
+            query = _field(qa, "query", str, where + " qas")
+            if PLACEHOLDER not in query:
+                raise InputError(f"{where}: qas.query has no {PLACEHOLDER}")
+            answers = qa.get("answers") or []  # the test split has none
+            gold = tuple(_field(a, "text", str, where + " qas.answers") for a in answers)
+            questions.append(Question(clean, query, tuple(candidates), gold))
     if not questions:
-        raise DataError(f"{path}: no questions")
+        raise InputError(f"{path}: no questions")
     return questions
 
 
@@ -115,7 +104,7 @@ class WordPiece:
         words = vocab_file.read_text(encoding="utf-8").splitlines()
         missing = [t for t in WORDPIECE_SPECIAL if t not in words]
         if missing:
-            raise DataError(f"{vocab_file}: not a BERT vocabulary (no {missing[0]} line)")
+            raise InputError(f"{vocab_file}: not a BERT vocabulary (no {missing[0]} line)")
         self.tokenizer = BertWordPieceTokenizer(str(vocab_file), lowercase=True)
         ids = {w: i for i, w in enumerate(words)}
         self.pad, self.cls, self.mask = ids["[PAD]"], ids["[CLS]"], ids["[MASK]"]

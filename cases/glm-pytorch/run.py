@@ -28,7 +28,7 @@ import harness
 import torch
 from glm_model import GLMConfig, GLMModel, MultiTokenCloze, load_state_dict_file
 from glm_optim import annealing_lr, param_groups
-from record import DataError, WordPiece, collate, encode_question, exact_match, read_record
+from record import WordPiece, collate, encode_question, exact_match, read_record
 
 CHECKPOINT, VOCAB = "checkpoint/mp_rank_00_model_states.pt", "checkpoint/vocab.txt"
 TRAIN, DEV = "ReCoRD/train.jsonl", "ReCoRD/val.jsonl"
@@ -37,10 +37,7 @@ MODEL_INPUTS = ("input_ids", "position_ids", "sep", "targets", "target_mask", "c
 
 # ---------------------------------------------------------------------------------- data
 def load_questions(path: Path, tok: WordPiece, max_len: int) -> list[Any]:
-    try:
-        return [encode_question(tok, q, max_len) for q in read_record(path)]
-    except DataError as e:
-        raise harness.InputError(str(e)) from None
+    return [encode_question(tok, q, max_len) for q in read_record(path)]
 
 
 def model_inputs(batch: dict[str, Any], device: torch.device) -> dict[str, torch.Tensor]:

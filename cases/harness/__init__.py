@@ -15,6 +15,7 @@ A case's ``run.py`` uses ``run_case`` and ``Run`` (the SDK); its ``prepare.py``
 - ``layout``      Layout: data x tensor x pipeline parallel ranks, which rank counts a batch
 - ``staging``     prepare_main(), link_or_copy, the data manifest (DATA_MANIFEST)
 - ``tiny``        synthetic-data builders: WordPiece vocabulary, tiny Llama, Llama config check
+- ``jsonl``       json_lines(): a JSON-lines file's values, errors naming file and line
 - ``errors``      InputError: bad input, one line naming the file, exit 2
 - ``workload``    load_config, require_paths, guarded(): error events and exit codes
 
