@@ -130,7 +130,7 @@ class HostTable(ScrollView, can_focus=True):
         self._keys: list[str] = []  # row order
         self._index: dict[str, int] = {}
         self._cells: dict[str, tuple[str, ...]] = {}
-        self._widths = [PAD * 2 + (w if w is not None else cell_len(c)) for c, w in columns.items()]
+        self._widths = self._empty_widths()  # each column's, its padding included
         self._lines: dict[str, tuple[tuple[object, ...], Strip]] = {}  # key -> (look, line)
         self._styles: dict[str, Style] = {}  # component styles for the current pseudo-classes
         self._pseudo: object = None
@@ -185,14 +185,18 @@ class HostTable(ScrollView, can_focus=True):
         self._index.clear()
         self._cells.clear()
         self._lines.clear()
-        self._widths = [
-            PAD * 2 + (w if w is not None else cell_len(c))
-            for c, w in zip(self._columns, self._fixed, strict=True)
-        ]
+        self._widths = self._empty_widths()
         self.cursor_row, self._hover = 0, None
         self._update_size()
         self.scroll_to(0, 0, animate=False, immediate=True)
         self.refresh()
+
+    def _empty_widths(self) -> list[int]:
+        """Column widths with no rows: an auto-width column as wide as its label."""
+        return [
+            PAD * 2 + (w if w is not None else cell_len(c))
+            for c, w in zip(self._columns, self._fixed, strict=True)
+        ]
 
     def _fit_columns(self, cells: tuple[str, ...], old: tuple[str, ...] | None) -> bool:
         """Widen or narrow the auto-width columns to their widest cell; True if any changed."""
@@ -207,7 +211,7 @@ class HostTable(ScrollView, can_focus=True):
                 widest = max(
                     [cell_len(self._columns[i])] + [cell_len(r[i]) for r in self._cells.values()]
                 )
-                changed = PAD * 2 + widest != self._widths[i]
+                changed |= PAD * 2 + widest != self._widths[i]
                 self._widths[i] = PAD * 2 + widest
         if changed:
             self._lines.clear()
