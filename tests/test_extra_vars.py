@@ -33,7 +33,10 @@ def launch(tmp_path: Path) -> fleet.Launch:
 
 
 def play(tmp_path: Path, playbook: str, extravars: dict[str, Any]) -> tuple[int, dict[str, str]]:
-    """ansible-playbook through the controller's runner; its rc and each failed task's msg."""
+    """ansible-playbook through the controller's runner; its rc and each failed task's msg.
+    run.yml and stop.yml get ``extravars`` as localhost's run (fleetperf_runs)."""
+    if playbook != "slurm.yml":
+        extravars = {"fleetperf_runs": {"localhost": extravars}}
     failed: dict[str, str] = {}
 
     def on_event(raw: dict[str, Any]) -> bool:
@@ -60,6 +63,10 @@ def test_the_run_dict_is_what_the_contract_declares(tmp_path: Path):
     assert {k for k, o in options.items() if o.get("required")} <= set(values)
     # stop.yml's vars are run.yml's (the same entries, never written twice).
     assert all(options[k] == o for k, o in spec("stop").items())
+    # run.yml and stop.yml take them per host, for several runs at once.
+    assert declared("plays", {"fleetperf_runs": {"localhost": values}})
+    with pytest.raises(ValueError, match=f"{SPEC_FILE}: plays: fleetperf_runs: a list"):
+        declared("plays", {"fleetperf_runs": [values]})
 
 
 def test_the_controller_refuses_what_the_contract_lacks(tmp_path: Path):
@@ -92,6 +99,16 @@ def test_run_yml_checks_its_extra_vars_first(tmp_path: Path):
     # As the controller builds them (tagged !unsafe): past the check, to the preflight.
     rc, failed = play(tmp_path, "run.yml", good)
     assert rc != 0 and list(failed) == ["Check the host and take its lease"], failed
+    # Without fleetperf_runs (a run's vars as they are): ansible-playbook fails, naming it.
+    runner = ansiblerun.ansible_run(
+        tmp_path / "ansible-flat",
+        INVENTORY,
+        forks=5,
+        playbook=str(ansiblerun.PLAYBOOKS / "run.yml"),
+        extravars=good,
+    )
+    assert runner.rc != 0 and "fleetperf_runs" in runner.stdout.read()
+    assert not run_dir.exists()
     assert (
         "stage it with: fleetperf prepare distilbert" in failed["Check the host and take its lease"]
     )

@@ -3,6 +3,7 @@ runs at once on free hosts, events, cancel, records. Real ansible-runner, local 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -13,9 +14,10 @@ import pytest
 from conftest import REPO, Fleetperf, local_host, write_inventory
 
 from tui import catalog
+from tui.ansiblerun import PLAY_FILE
 from tui.errors import CatalogError, InventoryError
 from tui.events import Event, HostState, MetricSample, RunFinished, RunStarted
-from tui.session import REPLAY_SAMPLES, Session, _Subscribers
+from tui.session import REPLAY_SAMPLES, RunPlan, Session, _Subscribers
 
 
 def session(fp: Fleetperf, inventory: Path) -> Session:
@@ -92,6 +94,59 @@ def test_independent_runs_share_no_host_and_run_at_once(emitter: Fleetperf, tmp_
     phases = [ev.phase for ev in third if isinstance(ev, HostState)]
     assert phases == ["preflight", "running", "finished"]
     assert [ev.step for ev in third if isinstance(ev, MetricSample)] == list(range(1, 7))
+
+
+@pytest.mark.slow
+def test_runs_that_start_together_share_one_play_and_end_on_their_own(
+    emitter: Fleetperf, tmp_path: Path
+) -> None:
+    """Four runs, one play of run.yml (issue 23): a refused host refuses its run only, a
+    failing run stops no other, a cancelled run stops only its host, each keeps its own
+    record; the one that passes is not held back by the others' ends."""
+    hosts = {f"node{i}": local_host(emitter, f"node{i}") for i in range(1, 5)}
+    hosts["node4"]["fleetperf_min_free_gib"] = 10**9  # refused in preflight
+    s = session(emitter, write_inventory(tmp_path / "inv.yml", hosts))
+    try:
+        fast = catalog.parse_sets(["interval_s=0.2"])
+
+        def on(host: str, **sets: int) -> RunPlan:
+            (plan,) = s.plan([("emitter", "cpu/CPUx1x1")], {**fast, **sets})
+            return dataclasses.replace(plan, hosts=[host])
+
+        plans = [
+            on("node1", steps=40, fail_at_step=3),
+            on("node2", steps=40, hang_at_step=2),
+            on("node3", steps=40),
+            on("node4", steps=40),
+        ]
+        batch = s.start(plans)
+        failing, cancelled, passing, refused = batch.runs
+        deadline = time.monotonic() + 300
+        while not any(isinstance(ev, MetricSample) for ev in _events(cancelled)):
+            assert time.monotonic() < deadline and not cancelled.done
+            time.sleep(0.2)
+        cancelled.cancel()
+        assert cancelled.wait(timeout=120) is not None
+        assert not passing.done  # still streaming: the cancel stopped node2 only
+        records = batch.wait(timeout=300)
+    finally:
+        s.close()
+    assert [r.status for r in batch.runs] == ["failed", "aborted", "passed", "bad_input"]
+    assert "node4" in (refused.error or "") and refused.record is None
+    assert failing.record and "step 3" in (failing.record.error or "")
+    assert [r.run_id for r in records] == [r.run_id for r in (failing, cancelled, passing)]
+    # One ansible-playbook: its artifacts in the first run's dir, the others name them.
+    first = emitter.results / "runs" / failing.run_id
+    assert (first / "ansible-run").is_dir()
+    for run in (cancelled, passing):
+        named = (emitter.results / "runs" / run.run_id / PLAY_FILE).read_text().strip()
+        assert named == str(first / "ansible-run")
+    assert not (emitter.results / "runs" / refused.run_id).exists()
+    # The failing run ended long before the one that ran its 40 steps.
+    ended = {ev.run_id: ev.t for ev in _events(batch) if isinstance(ev, RunFinished)}
+    assert ended[failing.run_id] < ended[passing.run_id] - 3
+    steps = [ev.step for ev in _events(passing) if isinstance(ev, MetricSample)]
+    assert steps == list(range(1, 41))
 
 
 def test_cancel_stops_the_run_and_skips_the_queue(emitter: Fleetperf) -> None:

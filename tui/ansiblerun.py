@@ -100,14 +100,20 @@ def explain_unreachable(host: str, message: str) -> str:
     )
 
 
+# In the run dir of a run whose play ran from another run's dir (several runs, one play):
+# the path of that play's private dir.
+PLAY_FILE = "ansible-play"
+
+
 def _ansible_of(run_dir: Path) -> list[int]:
     """Processes still running ansible for the run in ``run_dir``: their command line names
-    one of the run's extra vars files (``ansible_run``), which no other run's can."""
-    marks = {
-        f"@{private}/env/extravars".encode()
-        for private in run_dir.glob("ansible-*")
-        if private.is_dir() and not private.is_symlink()
-    }
+    one of the run's extra vars files (``ansible_run``; a play shared with other runs:
+    the one ``PLAY_FILE`` names), which no other play's can."""
+    privates = [p for p in run_dir.glob("ansible-*") if p.is_dir() and not p.is_symlink()]
+    shared = run_dir / PLAY_FILE
+    if shared.is_file() and not shared.is_symlink():
+        privates.append(Path(shared.read_text().strip()))
+    marks = {f"@{private}/env/extravars".encode() for private in privates}
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():

@@ -17,7 +17,8 @@ from tui.catalog import REPO_ROOT
 
 SPEC_FILE = REPO_ROOT / "playbooks" / "vars" / "extra_vars.yml"
 
-Play = Literal["run", "stop"]  # run.yml and slurm.yml take "run", stop.yml "stop"
+# run.yml and stop.yml take "plays" (host -> its run's "run" or "stop" vars), slurm.yml "run".
+Play = Literal["plays", "run", "stop"]
 
 
 @cache

@@ -1,5 +1,7 @@
-"""One case run through ansible: its launch, the event stream folded into its outcome,
-its stop and cleanup (tui/inventory.py chooses the hosts, tui/ansiblerun.py runs ansible)."""
+"""Case runs through ansible: their launch, the event stream folded into each run's
+outcome, their stop and cleanup (tui/inventory.py chooses the hosts, tui/ansiblerun.py runs
+ansible). The runs that start together share one play of run.yml (``Play``); a Slurm run
+has its own slurm.yml (``run_slurm``)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import stat
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -21,7 +24,13 @@ from typing import Any
 from ansible_runner import Runner
 
 from tui import caseimports, images
-from tui.ansiblerun import PLAYBOOKS, ansible_run, explain_unreachable, kill_leftover_ansible
+from tui.ansiblerun import (
+    PLAY_FILE,
+    PLAYBOOKS,
+    ansible_run,
+    explain_unreachable,
+    kill_leftover_ansible,
+)
 from tui.catalog import DATA_MANIFEST, REPO_ROOT, RunSpec
 from tui.events import (
     PREFLIGHT_ACTION,
@@ -37,7 +46,7 @@ from tui.events import (
     parse_line,
     task_action,
 )
-from tui.extravars import declared
+from tui.extravars import declared, spec
 from tui.stream import Follower, Reach
 
 # The Slurm executor's modules (playbooks/slurm.yml) whose results the tracker reads.
@@ -48,6 +57,9 @@ SLURM_CHECK, SLURM_SUBMIT, SLURM_POLL = (
 )
 
 IMAGE_ACTION = "fleetperf_image"  # run.yml's image check: the id that the launch runs
+PREFLIGHT_PLAY = "Preflight"  # run.yml's first play: a host failing there is out of the play
+HAND_BACK = "Hand the host back"  # run.yml's last task on a host: the play is done with it
+CANCEL_SETTLE_S = 0.3  # a cancel seen this long: the batch's other cancels have come too
 POLL_S = 30.0  # longest hold of one poll while nothing happens (it returns on new lines)
 DRAIN_S = 5.0  # longest wait at a host's end for its follower to hand on the last lines
 # What a run leaves in a host's run directory that the controller keeps.
@@ -195,6 +207,10 @@ class _Tracker:
         self.hosts_seen: dict[str, dict[str, Any]] = {}  # what each host's preflight saw
         self.slurm: dict[str, Any] | None = None  # the Slurm job, as its polls saw it
         self.image_ids: dict[str, str] = {}  # host -> the image id its container ran
+        self.started_hosts: set[str] = set()  # hosts whose workload was launched
+        self.play_failed = False  # a task failed (not ignored) on a host of this run
+        self.handed_back: set[str] = set()  # hosts the play is done with (run.yml)
+        self.ended = threading.Event()  # the play is done with every host of this run
         self._lock = threading.Lock()
 
     def __call__(self, raw: dict[str, Any]) -> bool:
@@ -228,7 +244,23 @@ class _Tracker:
             raw = {**raw, "event_data": {**data, "res": {**res, "msg": msg}}}
         for ev in from_runner(self.run_id, raw, received):
             self.emit(ev)
+        self._play_part(raw.get("event", ""), data, host)
         return False  # ansible-runner keeps no job_events: they would hold module arguments
+
+    def _play_part(self, kind: str, data: dict[str, Any], host: str) -> None:
+        """Whether the play failed on this run's hosts, and whether it is done with them:
+        a host is done after run.yml's last task, or once it failed in the preflight play
+        (no later play runs on it). A failure that ansible does not ignore fails the run,
+        as it would fail ansible-playbook; an unreachable poll fails the next task anyway."""
+        failed = kind == "runner_on_failed" and not data.get("ignore_errors")
+        if failed or kind == "runner_on_unreachable":
+            self.play_failed = True
+            if data.get("play") == PREFLIGHT_PLAY:
+                self.handed_back.add(host)
+        elif kind == "runner_on_ok" and data.get("task") == HAND_BACK:
+            self.handed_back.add(host)
+        if self.handed_back >= self.phases.keys():
+            self.ended.set()
 
     def _start_follower(self, host: str, events: str, how: Reach | None = None) -> None:
         """Follow ``events`` (on ``host``, or through ``how``: a Slurm node's file seen
@@ -324,6 +356,7 @@ class _Tracker:
             ev = replace(ev, message=f"host {ev.host}: {ev.phase}: {ev.message}")
         if ev.phase in ("running", "queued"):  # queued: a Slurm job was submitted
             self.launched = True
+            self.started_hosts.add(ev.host)
         elif ev.phase in ("failed", "unreachable"):
             # Before any workload started, a failure is the input's or the host's: refused.
             if not self.launched and self.bad_input is None:
@@ -365,30 +398,26 @@ def _synthetic(per_host: list[bool | None]) -> bool | None:
     return False if per_host and all(v is False for v in per_host) else None
 
 
-def run_case(
-    launch: Launch,
-    on_event: Callable[[Event], None],
-    cancel: threading.Event | None = None,
-) -> Outcome:
-    """Run one case through playbooks/run.yml; blocks until it ends, is cancelled, or fails."""
-    cancel = cancel or threading.Event()
-    run_dir = launch.run_dir
-    run_dir.mkdir(parents=True)
-    (run_dir / "config.json").write_text(json.dumps(launch.config_json(), indent=2) + "\n")
+def _prepare(launch: Launch, on_event: Callable[[Event], None]) -> _Tracker:
+    """The run's directory with its config.json, and its tracker, its hosts in preflight."""
+    launch.run_dir.mkdir(parents=True)
+    config = json.dumps(launch.config_json(), indent=2) + "\n"
+    (launch.run_dir / "config.json").write_text(config)
     tracker = _Tracker(launch, on_event)
-    started = _now()
+    for host in launch.hosts:
+        tracker.emit(HostState(launch.run_id, host, "preflight"))
+    return tracker
+
+
+def _conclude(
+    launch: Launch, tracker: _Tracker, *, cancelled: bool, rc: int, runner_status: str, started: str
+) -> Outcome:
+    """After the play is done with the run's hosts: its followers closed, the files of hosts
+    that share ours copied, the lines a follower missed recovered; its outcome."""
     try:
-        for host in launch.hosts:
-            tracker.emit(HostState(launch.run_id, host, "preflight"))
-        playbook = "slurm.yml" if launch.executor == "slurm" else "run.yml"
-        runner = _run_playbook(
-            launch, playbook, event_handler=tracker, cancel_callback=cancel.is_set
-        )
-        if cancel.is_set():  # Ctrl-C may also have stopped ansible-playbook before its cleanup
-            stop(launch)
         tracker.close_followers()
-        _copy_host_files(tracker.host_dirs, run_dir / "hosts")
-        tracker.recover(run_dir / "hosts")
+        _copy_host_files(tracker.host_dirs, launch.run_dir / "hosts")
+        tracker.recover(launch.run_dir / "hosts")
         tracker.stopped()
     finally:
         tracker.close_followers()
@@ -396,11 +425,11 @@ def run_case(
     seen = tracker.hosts_seen.values()
     loads = [v["load_per_cpu"] for v in seen if v["load_per_cpu"] is not None]
     status, error = verdict(
-        cancelled=cancel.is_set(),
+        cancelled=cancelled,
         bad_input=tracker.bad_input,
         launched=tracker.launched,
-        rc=runner.rc,
-        runner_status=runner.status,
+        rc=rc,
+        runner_status=runner_status,
         result=tracker.result,
         errors=blame(tracker.failures),
     )
@@ -415,6 +444,178 @@ def run_case(
         slurm={k: v for k, v in tracker.slurm.items() if k != "_seen"} if tracker.slurm else None,
         image_ids=tracker.image_ids,
     )
+
+
+def run_slurm(
+    launch: Launch,
+    on_event: Callable[[Event], None],
+    cancel: threading.Event | None = None,
+) -> Outcome:
+    """Run one case as a Slurm job (playbooks/slurm.yml); blocks until it ends, is
+    cancelled, or fails."""
+    cancel = cancel or threading.Event()
+    tracker = _prepare(launch, on_event)
+    started = _now()
+    try:
+        runner = _runner(
+            launch.run_dir / "ansible-slurm",
+            "slurm.yml",
+            launch.inventory,
+            launch.extravars(),
+            len(launch.hosts),
+            event_handler=tracker,
+            cancel_callback=cancel.is_set,
+        )
+        if cancel.is_set():  # Ctrl-C may also have stopped ansible-playbook before its cleanup
+            stop([launch])
+    except BaseException:
+        tracker.close_followers()
+        tracker.log.close()
+        raise
+    return _conclude(
+        launch,
+        tracker,
+        cancelled=cancel.is_set(),
+        rc=runner.rc,
+        runner_status=runner.status,
+        started=started,
+    )
+
+
+@dataclass
+class _InPlay:
+    """One run of a play: what it needs, and how far its cancel has gone."""
+
+    launch: Launch
+    tracker: _Tracker
+    cancel: threading.Event
+    started: str
+    cancel_seen: float | None = None  # monotonic time its cancel was first seen
+    stopped: frozenset[str] = frozenset()  # its hosts stop.yml ran on after the cancel
+
+
+class Play:
+    """playbooks/run.yml once for the runs that start together (their hosts disjoint): one
+    ansible-playbook, its start and its inventory paid once, each host doing its own run's
+    work (fleetperf_runs: host -> its run's vars). ansible-runner's events go to the
+    tracker of the host's run. A run ends when the play is done with each of its hosts,
+    which may be long before the play ends: ``outcome`` returns then.
+
+    Cancelling one run stops only its hosts (stop.yml on them, again for a host launched
+    after that); the play carries on and cleans up after them. Once every run still in the
+    play is cancelled (Ctrl-C), ansible-playbook itself is stopped, then one stop.yml
+    stops all their hosts."""
+
+    WATCH_S = 0.1  # how often cancels are looked at
+
+    def __init__(self, runs: list[tuple[Launch, Callable[[Event], None], threading.Event]]):
+        self._runs = {
+            launch.run_id: _InPlay(launch, _prepare(launch, on_event), cancel, _now())
+            for launch, on_event, cancel in runs
+        }
+        self._of_host = {h: r.tracker for r in self._runs.values() for h in r.launch.hosts}
+        self._kill = threading.Event()  # every run still in the play was cancelled
+        self._over = threading.Event()
+        # The play's artifacts go in its first run's directory.
+        self._holder = runs[0][0].run_id if runs else ""
+        self._discard: list[Path] = []  # refused runs' dirs, removed when the play ends
+        self._lock = threading.Lock()
+        self.rc, self.status = 1, "failed"  # ansible-playbook's, once it ended
+
+    def __call__(self, raw: dict[str, Any]) -> bool:
+        host = (raw.get("event_data") or {}).get("host", "")
+        if tracker := self._of_host.get(host):
+            tracker(raw)
+        return False  # ansible-runner keeps no job_events: they would hold module arguments
+
+    def extravars(self) -> dict[str, Any]:
+        """run.yml's one extra var: each host -> its run's vars (one dict per run, which
+        the extra vars file writes once, YAML aliases for its other hosts)."""
+        runs: dict[str, Any] = {}
+        for r in self._runs.values():
+            values = r.launch.extravars()
+            runs.update(dict.fromkeys(r.launch.hosts, values))
+        return declared("plays", {"fleetperf_runs": runs})
+
+    def run(self) -> None:
+        """Run the play to its end (each run's ``outcome`` may return before)."""
+        first, *others = (r.launch for r in self._runs.values())
+        private = first.run_dir / "ansible-run"
+        for launch in others:  # where leftovers of the play are found (tui/ansiblerun.py)
+            (launch.run_dir / PLAY_FILE).write_text(f"{private}\n")
+        watcher = threading.Thread(target=self._watch, daemon=True, name="play-cancels")
+        watcher.start()
+        try:
+            try:
+                runner = _runner(
+                    private,
+                    "run.yml",
+                    first.inventory,
+                    self.extravars(),
+                    len(self._of_host),
+                    event_handler=self,
+                    cancel_callback=self._kill.is_set,
+                )
+                self.rc, self.status = runner.rc, runner.status
+            except Exception as exc:  # a bug: each run fails with it, its work is stopped
+                traceback.print_exc()
+                self.status = f"with an internal error: {exc!r}"
+                self._kill.set()
+            if self._kill.is_set():  # ansible-playbook was stopped, maybe before its cleanup
+                stop([r.launch for r in self._runs.values() if not r.tracker.ended.is_set()])
+        finally:
+            self._over.set()
+            watcher.join()
+            for r in self._runs.values():
+                r.tracker.ended.set()
+            with self._lock:
+                for run_dir in self._discard:
+                    shutil.rmtree(run_dir, ignore_errors=True)
+
+    def discard(self, run_id: str) -> None:
+        """Remove a refused run's directory: at once, or, where it holds the play's
+        artifacts, once ansible-playbook has ended."""
+        run_dir = self._runs[run_id].launch.run_dir
+        with self._lock:
+            if run_id == self._holder and not self._over.is_set():
+                self._discard.append(run_dir)
+                return
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+    def _watch(self) -> None:
+        while not self._over.wait(self.WATCH_S):
+            now = time.monotonic()
+            live = [r for r in self._runs.values() if not r.tracker.ended.is_set()]
+            for r in live:
+                if r.cancel.is_set() and r.cancel_seen is None:
+                    r.cancel_seen = now
+            settled = [r for r in live if r.cancel_seen and now - r.cancel_seen >= CANCEL_SETTLE_S]
+            if live and len(settled) == len(live):
+                self._kill.set()
+                return
+            # Stop a cancelled run's hosts once launched (a host launched later: again).
+            to_stop = [r for r in settled if r.tracker.started_hosts - r.stopped]
+            for r in to_stop:
+                r.stopped = frozenset(r.tracker.started_hosts)
+            if to_stop:
+                stop([r.launch for r in to_stop])
+
+    def outcome(self, run_id: str) -> Outcome:
+        """Block until the play is done with the run's hosts; the run's outcome."""
+        r = self._runs[run_id]
+        r.tracker.ended.wait()
+        done = r.tracker.handed_back >= set(r.launch.hosts)
+        # Handed back without a failure: the play went well for this run, whatever it did
+        # on other runs' hosts; a host it never handed back fails the run with the play.
+        ok = not r.tracker.play_failed and (done or (self._over.is_set() and self.rc == 0))
+        return _conclude(
+            r.launch,
+            r.tracker,
+            cancelled=r.cancel.is_set(),
+            rc=0 if ok else 1,
+            runner_status=self.status if self._over.is_set() else "failed",
+            started=r.started,
+        )
 
 
 def verdict(
@@ -441,9 +642,21 @@ def verdict(
     return "failed", (errors or [f"ansible-runner ended {runner_status}"])[0]
 
 
-def stop(launch: Launch) -> None:
-    """Stop the workload everywhere (playbooks/stop.yml); used after a cancel."""
-    _run_playbook(launch, "stop.yml")
+def _stop_vars(values: dict[str, Any]) -> dict[str, Any]:
+    """A run's vars as stop.yml takes them (the "stop" entry's)."""
+    return declared("stop", {k: v for k, v in values.items() if k in spec("stop")})
+
+
+def stop(launches: list[Launch]) -> None:
+    """Stop these runs' workloads on all their hosts, in one play of playbooks/stop.yml;
+    used after a cancel."""
+    runs: dict[str, Any] = {}
+    for launch in launches:
+        runs.update(dict.fromkeys(launch.hosts, _stop_vars(launch.extravars())))
+    if runs:
+        extravars = declared("plays", {"fleetperf_runs": runs})
+        first = launches[0]
+        _runner(first.run_dir / "ansible-stop", "stop.yml", first.inventory, extravars, len(runs))
 
 
 def stop_run(
@@ -453,24 +666,18 @@ def stop_run(
     controller died); True if it ran to the end."""
     run_dir = results_dir / "runs" / run_id
     kill_leftover_ansible(run_dir)
-    extravars = {
-        "fleetperf_run_id": run_id,
-        "fleetperf_hosts": hosts,
-        "fleetperf_fetch_dir": str(run_dir / "hosts"),
-        "fleetperf_host_files": list(HOST_FILES),
-        **controller_vars(results_dir, data_root),
-    }
-    extravars = declared("stop", extravars)
+    values = _stop_vars(
+        {
+            "fleetperf_run_id": run_id,
+            "fleetperf_hosts": hosts,
+            "fleetperf_fetch_dir": str(run_dir / "hosts"),
+            "fleetperf_host_files": list(HOST_FILES),
+            **controller_vars(results_dir, data_root),
+        }
+    )
+    extravars = declared("plays", {"fleetperf_runs": dict.fromkeys(hosts, values)})
     runner = _runner(run_dir / "ansible-cleanup", "stop.yml", inventory, extravars, len(hosts))
     return runner.rc == 0
-
-
-def _run_playbook(launch: Launch, playbook: str, **kwargs: Any) -> Runner:
-    """ansible-runner on one of our playbooks; its artifacts go under the run directory."""
-    private = launch.run_dir / f"ansible-{Path(playbook).stem}"
-    return _runner(
-        private, playbook, launch.inventory, launch.extravars(), len(launch.hosts), **kwargs
-    )
 
 
 def _runner(

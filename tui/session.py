@@ -2,9 +2,10 @@
 
 Both front ends drive it: ``--batch`` (tui/batch.py, a printer) and the terminal app
 (tui/app/). ``Session.plan`` checks everything before anything starts; ``Session.start``
-runs the plans in background threads, each run on its own hosts through its own
-ansible-runner, runs that share no host at the same time. Callbacks run on engine threads.
-No torch, no textual.
+runs the plans in background threads, runs that share no host at the same time: those that
+can start together through one play of run.yml over all their hosts (a Slurm run through
+its own slurm.yml), each run ending, and freeing its hosts, as soon as its own hosts are
+done. Callbacks run on engine threads. No torch, no textual.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import traceback
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from tui import catalog, fleet, images, references, stream
@@ -167,7 +169,7 @@ class Batch:
                 with self._wake:
                     if self._stop.is_set():
                         break
-                    claimed = set(busy)
+                    claimed, starting = set(busy), []
                     for run in list(queue):
                         if run._cancel.is_set():
                             queue.remove(run)
@@ -175,13 +177,18 @@ class Batch:
                         elif claimed.isdisjoint(run.plan.hosts):
                             queue.remove(run)
                             busy.update(run.plan.hosts)
-                            thread = threading.Thread(
-                                target=self._run, args=(run, busy), name=run.run_id, daemon=True
-                            )
-                            threads.append(thread)
-                            thread.start()
+                            starting.append(run)
                         # Later runs may not overtake an earlier one waiting for its hosts.
                         claimed.update(run.plan.hosts)
+                    if starting:
+                        thread = threading.Thread(
+                            target=self._run,
+                            args=(starting, busy),
+                            name=starting[0].run_id,
+                            daemon=True,
+                        )
+                        threads.append(thread)
+                        thread.start()
                     if queue:
                         self._wake.wait(0.5)
             for run in queue:
@@ -191,19 +198,24 @@ class Batch:
         finally:
             self._done.set()
 
-    def _run(self, run: RunHandle, busy: set[str]) -> None:
-        try:
-            self._session._execute(run, self.batch_id)
-        except Exception as exc:  # a bug (or a store that stays locked): say so, go on
-            traceback.print_exc()
-            if not run.done:
-                run._finish("failed", f"internal error: {exc!r}", None)
-        finally:
+    def _run(self, runs: list[RunHandle], busy: set[str]) -> None:
+        """Runs that start together; each frees its hosts as it ends."""
+
+        def ended(run: RunHandle) -> None:
             with self._wake:
                 busy.difference_update(run.plan.hosts)
                 if run.status in ("aborted", "bad_input"):
                     self._stop.set()  # as one run is refused or aborted, the batch stops
                 self._wake.notify_all()
+
+        try:
+            self._session._execute(runs, self.batch_id, ended)
+        except Exception as exc:  # a bug (or a store that stays locked): say so, go on
+            traceback.print_exc()
+            for run in runs:
+                if not run.done:
+                    run._finish("failed", f"internal error: {exc!r}", None)
+                    ended(run)
 
 
 def _check_image(inv: Inventory, spec: catalog.RunSpec, hosts: list[str]) -> None:
@@ -294,35 +306,85 @@ class Session:
             image=image,
         )
 
-    def _execute(self, run: RunHandle, batch_id: str) -> None:
-        plan, launch = run.plan, self._launch(run.plan)
-        record = self._record(launch, batch_id)
-        self.store.add(record)  # 'running': a controller killed now leaves a trace
-        run.status = "running"
-        spec = plan.spec
-        run._emit(RunStarted(run.run_id, spec.case.name, spec.config.ref, plan.hosts, time.time()))
+    def _execute(
+        self, runs: list[RunHandle], batch_id: str, ended: Callable[[RunHandle], None]
+    ) -> None:
+        """Start runs on disjoint hosts together: a Slurm run through its own slurm.yml, the
+        others through one play of run.yml; ``ended`` for each run once it has ended."""
+        begun = []
+        for run in runs:
+            launch = self._launch(run.plan)
+            record = self._record(launch, batch_id)
+            self.store.add(record)  # 'running': a controller killed now leaves a trace
+            run.status = "running"
+            spec = run.plan.spec
+            hosts = run.plan.hosts
+            run._emit(RunStarted(run.run_id, spec.case.name, spec.config.ref, hosts, time.time()))
+            begun.append((run, launch, record))
+        together = [(run, launch, rec) for run, launch, rec in begun if launch.executor != "slurm"]
+        play = fleet.Play([(launch, run._emit, run._cancel) for run, launch, _ in together])
+        threads = []
+        for run, launch, record in begun:
+            if launch.executor == "slurm":
+                outcome = partial(fleet.run_slurm, launch, run._emit, run._cancel)
+                discard = partial(shutil.rmtree, launch.run_dir, ignore_errors=True)
+            else:
+                outcome = partial(play.outcome, run.run_id)
+                discard = partial(play.discard, run.run_id)
+            thread = threading.Thread(
+                target=self._conclude,
+                args=(run, launch, record, outcome, discard, ended),
+                name=run.run_id,
+                daemon=True,
+            )
+            threads.append(thread)
+            thread.start()
+        if together:
+            play.run()
+        for thread in threads:
+            thread.join()
+
+    def _conclude(
+        self,
+        run: RunHandle,
+        launch: fleet.Launch,
+        record: RunRecord,
+        outcome_of: Callable[[], fleet.Outcome],
+        discard: Callable[[], None],
+        ended: Callable[[RunHandle], None],
+    ) -> None:
+        """Wait for the run's outcome; keep its record (or, refused, nothing: ``discard``
+        removes its directory)."""
+        spec = run.plan.spec
         try:
-            outcome = fleet.run_case(launch, run._emit, run._cancel)
-        except Exception as exc:  # a bug: the record says so; the remote work is stopped
+            try:
+                outcome = outcome_of()
+            except Exception as exc:  # a bug: the record says so; the remote work is stopped
+                traceback.print_exc()
+                outcome = fleet.Outcome("failed", f"internal error: {exc!r}", None, record.started)
+                fleet.stop([launch])
+            if outcome.status == "bad_input":
+                # Refused in preflight: nothing ran, so nothing is kept.
+                DROPPED.take(run.run_id)
+                self.store.delete(run.run_id)
+                discard()
+                run._finish("bad_input", self._with_data_root(outcome.error or "", spec), None)
+                return
+            record = self._finished(record, outcome, DROPPED.take(run.run_id))
+            if self.judge:
+                record = references.judge(record, spec, self.store)
+            # result.json first, the store last: once the store says the run ended, its
+            # result.json is there and whole (a controller killed between the two leaves the
+            # row 'running', which the next controller marks interrupted).
+            write_result_json(record, launch.run_dir)
+            self.store.add(record)
+            run._finish(outcome.status, outcome.error, record)
+        except Exception as exc:  # a store that stays locked: say so, go on
             traceback.print_exc()
-            outcome = fleet.Outcome("failed", f"internal error: {exc!r}", None, record.started)
-            fleet.stop(launch)
-        if outcome.status == "bad_input":
-            # Refused in preflight: nothing ran, so nothing is kept.
-            DROPPED.take(run.run_id)
-            self.store.delete(run.run_id)
-            shutil.rmtree(launch.run_dir, ignore_errors=True)
-            run._finish("bad_input", self._with_data_root(outcome.error or "", spec), None)
-            return
-        record = self._finished(record, outcome, DROPPED.take(run.run_id))
-        if self.judge:
-            record = references.judge(record, spec, self.store)
-        # result.json first, the store last: once the store says the run ended, its
-        # result.json is there and whole (a controller killed between the two leaves the
-        # row 'running', which the next controller marks interrupted).
-        write_result_json(record, launch.run_dir)
-        self.store.add(record)
-        run._finish(outcome.status, outcome.error, record)
+            if not run.done:
+                run._finish("failed", f"internal error: {exc!r}", None)
+        finally:
+            ended(run)
 
     def _with_data_root(self, error: str, spec: catalog.RunSpec) -> str:
         """The preflight's staging hint, completed with the data root this run looks in
