@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 from tui.record import RunRecord
+from tui.store import ResultStore
 
 DISTILBERT_COLUMNS = [
     "precision",
@@ -134,3 +137,13 @@ def inference(run_id: str) -> RunRecord:
             "mem",
         ],
     )
+
+
+def store_at_version(path: Path, record: RunRecord, column: str, version: int) -> None:
+    """A store holding ``record`` as an older fleetperf left it: at schema ``version``,
+    before ``column`` was added (the next open migrates it)."""
+    with ResultStore(path) as store:
+        store.add(record)
+    conn = sqlite3.connect(path)
+    conn.executescript(f"ALTER TABLE runs DROP COLUMN {column}; PRAGMA user_version = {version};")
+    conn.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from seed_records import seed001_records
+from seed_records import seed001_records, store_at_version
 
 from tui.store import SCHEMA_VERSION, ResultStore
 
@@ -15,11 +15,7 @@ JOB = {"job_id": "42", "partition": "debug", "nodes": ["node1", "node2"], "state
 def test_a_version_4_store_gains_the_slurm_job(tmp_path: Path) -> None:
     path = tmp_path / "fleetperf.sqlite"
     first, second = seed001_records()[:2]
-    with ResultStore(path) as store:
-        store.add(first)
-    conn = sqlite3.connect(path)  # back to version 4: no slurm column
-    conn.executescript("ALTER TABLE runs DROP COLUMN slurm; PRAGMA user_version = 4;")
-    conn.close()
+    store_at_version(path, first, "slurm", 4)
     with ResultStore(path) as store:
         assert store.get(first.run_id) == first and first.slurm is None
         store.add(second.model_copy(update={"executor": "slurm", "slurm": JOB}))

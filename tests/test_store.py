@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from seed_records import llama_finetune, seed001_records
+from seed_records import llama_finetune, seed001_records, store_at_version
 
 from tui.store import SCHEMA_VERSION, ResultStore, StoreError
 
@@ -258,11 +258,7 @@ def test_a_version_6_store_gains_the_peak_and_keeps_it(tmp_path: Path) -> None:
     and a run's peak reads back equal."""
     path = tmp_path / "fleetperf.sqlite"
     first, second = seed001_records()[:2]
-    with ResultStore(path) as store:
-        store.add(first)
-    conn = sqlite3.connect(path)  # back to version 6: no peak column
-    conn.executescript("ALTER TABLE runs DROP COLUMN peak; PRAGMA user_version = 6;")
-    conn.close()
+    store_at_version(path, first, "peak", 6)
     with ResultStore(path) as store:
         assert store.get(first.run_id) == first and first.peak is None
         with_peak = type(second).model_validate({**second.model_dump(), "peak": PEAK})
@@ -283,11 +279,7 @@ def test_a_version_7_store_gains_the_config_env_and_keeps_it(tmp_path: Path) -> 
     config_env empty), and a run's config_env reads back as written."""
     path = tmp_path / "fleetperf.sqlite"
     first, second = seed001_records()[:2]
-    with ResultStore(path) as store:
-        store.add(first)
-    conn = sqlite3.connect(path)  # back to version 7: no config_env column
-    conn.executescript("ALTER TABLE runs DROP COLUMN config_env; PRAGMA user_version = 7;")
-    conn.close()
+    store_at_version(path, first, "config_env", 7)
     env = {"BKCL_FORCE_SYNC": "1", "XPU_FC_AUTOTUNE_FILE": "{data_dir}/t.log", "Q": "{{ x }}"}
     with ResultStore(path) as store:
         assert store.get(first.run_id) == first and first.config_env == {}
@@ -304,11 +296,7 @@ def test_a_version_7_store_gains_the_config_env_and_keeps_it(tmp_path: Path) -> 
 def test_a_version_3_store_gains_the_synthetic_flag(tmp_path: Path) -> None:
     path = tmp_path / "fleetperf.sqlite"
     first, second = seed001_records()[:2]
-    with ResultStore(path) as store:
-        store.add(first)
-    conn = sqlite3.connect(path)  # back to version 3: no synthetic_data column
-    conn.executescript("ALTER TABLE runs DROP COLUMN synthetic_data; PRAGMA user_version = 3;")
-    conn.close()
+    store_at_version(path, first, "synthetic_data", 3)
     with ResultStore(path) as store:
         assert store.get(first.run_id) == first and first.synthetic_data is None
         for flag in (True, False):
