@@ -42,7 +42,9 @@ def play(tmp_path: Path, playbook: str, extravars: dict[str, Any]) -> tuple[int,
     def on_event(raw: dict[str, Any]) -> bool:
         if raw.get("event") == "runner_on_failed":
             data = raw["event_data"]
-            failed[data["task"]] = str(data["res"].get("msg", ""))
+            # A loop's message: its failed items' (run.yml checks each run's vars once).
+            items = [r.get("msg", "") for r in data["res"].get("results", []) if r.get("failed")]
+            failed[data["task"]] = " ".join(map(str, [data["res"].get("msg", ""), *items]))
         return False
 
     runner = ansiblerun.ansible_run(

@@ -454,6 +454,28 @@ def test_tail_for_a_followed_host_waits_for_the_end_without_lines(run_dir: Path)
     assert not (run_dir / "events.offset").exists()  # the poll read nothing
 
 
+def test_tail_releases_its_runs_lease_once_a_process_workload_ended(run_dir: Path) -> None:
+    lease = run_dir.parent / "fleetperf.lease"
+    lease.write_text(json.dumps({"run_id": run_dir.name}))
+    (run_dir / "workload.pid").write_text(NO_PID)
+    (run_dir / "events.jsonl").write_text('{"kind": "start"}\n')
+    res, _ = tail(run_dir, lines=False, wait=0.2, lease=str(lease))
+    assert not res["finished"] and not res["released"] and lease.exists()  # still running
+    (run_dir / "exit_code").write_text("1")
+    lease.write_text(json.dumps({"run_id": "run-2"}))
+    res, _ = tail(run_dir, lines=False, lease=str(lease))
+    assert res["finished"] and not res["released"] and lease.exists()  # another run's
+    lease.write_text(json.dumps({"run_id": run_dir.name}))
+    res, _ = tail(run_dir, lines=False, lease=str(lease))
+    assert res["finished"] and res["released"] and not lease.exists()
+    # A container's run: its stop removes the container, and releases the lease then.
+    lease.write_text(json.dumps({"run_id": run_dir.name}))
+    target = {"docker_host": f"unix://{run_dir}/no-engine.sock", "run_id": "run-1", "host": "h"}
+    (run_dir / "container.json").write_text(json.dumps(target))
+    res, _ = tail(run_dir, lines=False, lease=str(lease))
+    assert not res.get("released") and lease.exists()
+
+
 # ------------------------------------------------------------------------------ preflight
 def preflight(tmp: Path, run_id: str = "run-1", **args: object) -> tuple[dict, float]:
     (tmp / "data" / "case").mkdir(parents=True, exist_ok=True)
@@ -496,6 +518,17 @@ def test_preflight_prepares_the_run_dir_and_refuses_what_is_missing(tmp_path: Pa
         manifest.write_text(json.dumps({"synthetic": made, "source": None}))
         res, _ = preflight(tmp_path, run_root=str(tmp_path / f"runs-{made}"))  # own lease
         assert res["synthetic_data"] is made
+
+
+def test_preflight_refuses_an_executor_it_does_not_serve_before_anything(tmp_path: Path) -> None:
+    res, _ = preflight(tmp_path, executor="slurm")
+    assert res["failed"] and res["msg"] == (
+        "host h1: executor slurm is not supported here (process or docker; slurm runs"
+        " through slurm.yml)"
+    )
+    assert not (tmp_path / "runs").exists()  # no run dir, no lease
+    res, _ = preflight(tmp_path, executor="docker")
+    assert not res.get("failed"), res
 
 
 def test_preflight_refuses_a_master_port_in_use(tmp_path: Path) -> None:

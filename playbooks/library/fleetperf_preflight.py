@@ -78,6 +78,11 @@ options:
       distribution that provides each, for the message. Checked only with O(python).
     type: dict
     default: {}
+  executor:
+    description: The host's C(fleetperf_executor); this module serves V(process) and
+      V(docker) hosts and refuses any other first (a Slurm login host runs slurm.yml).
+    type: str
+    default: process
 extends_documentation_fragment: action_common_attributes
 attributes:
   check_mode: {support: none}
@@ -291,12 +296,17 @@ def main() -> None:
             "data_manifest": {"type": "str", "required": True},
             "python": {"type": "str"},
             "imports": {"type": "dict", "default": {}},
+            "executor": {"type": "str", "default": "process"},
         },
         supports_check_mode=False,
     )
     p = module.params
     host, run_root = p["host"], p["run_root"]
-
+    if p["executor"] not in ("process", "docker"):
+        module.fail_json(
+            msg=f"host {host}: executor {p['executor']} is not supported here (process or"
+            " docker; slurm runs through slurm.yml)"
+        )
     if p["python"] and p["imports"]:
         lacking, error = unimportable(p["python"], sorted(p["imports"]))
         if error:

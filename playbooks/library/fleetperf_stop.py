@@ -138,18 +138,6 @@ def stop_process(tree: set[int], grace: float) -> int:
     return signal.SIGKILL
 
 
-def release(lease: str, run_id: str) -> bool:
-    """Remove the lease if this run holds it."""
-    if not os.path.lexists(lease):
-        return False
-    with files.locked(lease):
-        held = files.read_lease(lease)
-        if not held or held.get("run_id") != run_id:
-            return False
-        os.unlink(lease)
-    return True
-
-
 def stop_container(run_dir: str, target: dict, grace: float, reason: str | None) -> dict:
     """Docker executor: stop the run's container if it runs, and remove it in any case."""
     try:
@@ -203,7 +191,7 @@ def main() -> None:
         module.fail_json(msg=str(exc))
     if result.pop("failed", False):
         module.fail_json(**result)
-    if lease and release(lease, os.path.basename(os.path.normpath(run_dir))):
+    if lease and files.release(lease, os.path.basename(os.path.normpath(run_dir))):
         result.update(changed=True, released=True)
     module.exit_json(**result)
 

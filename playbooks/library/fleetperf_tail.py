@@ -29,6 +29,9 @@ description:
   - With O(lines=false) (a host whose file the controller follows itself, tui/stream.py)
     it returns no lines and holds until the workload ended, a stall, a time-out or
     O(wait); C(events_bytes), the file's size, tells the follower how much to wait for.
+  - With O(lease), once a process workload (no container) has ended, it releases the host
+    lease there if this run holds it, as M(fleetperf_stop) would for an ended workload,
+    which then has nothing left to do.
 options:
   run_dir: {description: The host's run directory., type: path, required: true}
   lines:
@@ -52,6 +55,7 @@ options:
     description: Seconds without a new event at which C(stalled) turns true.
     type: float
     required: true
+  lease: {description: The host lease file to release once the workload ended., type: path}
 extends_documentation_fragment: action_common_attributes
 attributes:
   check_mode:
@@ -130,6 +134,11 @@ stop_reason:
   returned: always (null unless it was stopped)
   type: str
   sample: host node-1 failed
+released:
+  description: The run's lease at O(lease) was released (its process workload ended).
+  returned: always
+  type: bool
+  sample: false
 cpu_s:
   description: The CPU time this poll took on the host (also added to C(poll_cpu_s)).
   returned: always
@@ -293,6 +302,7 @@ def main() -> None:
             "max_bytes": {"type": "int", "default": 1048576},
             "timeout_s": {"type": "float", "required": True},
             "stall_s": {"type": "float", "required": True},
+            "lease": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -321,6 +331,14 @@ def main() -> None:
         not module.params["lines"] or not complete_line_after(run.events, new_offset)
     )
     events_bytes = size(run.events)
+    lease = module.params["lease"]
+    released = bool(
+        finished
+        and lease
+        and not module.check_mode
+        and fleetperf_docker.target(run.dir) is None  # a container is removed by the stop
+        and files.release(lease, os.path.basename(os.path.normpath(run.dir)))
+    )
     last_event = max(run.started, mtime(run.events, run.started))
     usage = resource.getrusage(resource.RUSAGE_SELF)
     cpu_s = usage.ru_utime + usage.ru_stime  # this poll's own CPU time, start-up included
@@ -337,6 +355,7 @@ def main() -> None:
         stalled=not exited and now - last_event > module.params["stall_s"],
         stderr_tail=stderr_tail,
         stop_reason=stop_reason,
+        released=released,
         cpu_s=cpu_s,
     )
 

@@ -185,3 +185,15 @@ def read_lease(lease: str) -> dict | None:
     except ValueError:
         return {}
     return held if isinstance(held, dict) else {}
+
+
+def release(lease: str, run_id: str) -> bool:
+    """Remove the lease if run ``run_id`` holds it; whether it did."""
+    if not os.path.lexists(lease):
+        return False
+    with locked(lease):
+        held = read_lease(lease)
+        if not held or held.get("run_id") != run_id:
+            return False
+        os.unlink(lease)
+    return True
