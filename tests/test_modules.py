@@ -4,14 +4,17 @@ arguments in a JSON file, its result as JSON on stdout. Workloads are real proce
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import multiprocessing
 import os
 import runpy
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import textwrap
 import threading
 import time
@@ -677,6 +680,44 @@ def test_collect_snapshots_regular_files_only(run_dir: Path, host_file: Path) ->
     assert sorted(p.name for p in snapshot.iterdir()) == ["events.jsonl"]
     bad, _ = module("fleetperf_collect", run_dir.parent, run_dir=str(run_dir), files=["../x"])
     assert bad["failed"] and "'../x' is not a plain file name" in bad["msg"]
+
+
+def test_collect_into_one_tar_file_that_the_controller_unpacks(
+    run_dir: Path, host_file: Path, tmp_path: Path
+) -> None:
+    (run_dir / "events.jsonl").write_text('{"kind": "step"}\n')
+    (run_dir / "exit_code").write_text("0")
+    (run_dir / "stderr.log").symlink_to(host_file)
+    names = ["events.jsonl", "stderr.log", "exit_code"]
+    args = {"run_dir": str(run_dir), "files": names, "archive": fleet.HOST_ARCHIVE}
+    res, _ = module("fleetperf_collect", run_dir.parent, **args)
+    assert res["files"] == ["events.jsonl", "exit_code"] and res["skipped"] == ["stderr.log"]
+    assert sorted(p.name for p in Path(res["dir"]).iterdir()) == [res["archive"]]
+    fetched = tmp_path / "fetched" / "h1"
+    fetched.mkdir(parents=True)
+    shutil.copy(Path(res["dir"]) / res["archive"], fetched / fleet.HOST_ARCHIVE)
+    fleet.unpack_host_files(tmp_path / "fetched")
+    assert sorted(p.name for p in fetched.iterdir()) == ["events.jsonl", "exit_code"]
+    assert (fetched / "exit_code").read_text() == "0"
+    bad, _ = module("fleetperf_collect", run_dir.parent, **{**args, "archive": "../x.tar"})
+    assert bad["failed"] and "archive: '../x.tar' is not a plain file name" in bad["msg"]
+
+
+def test_the_controller_unpacks_only_the_host_files_named(tmp_path: Path) -> None:
+    """A tar file from a host is its workload's to shape: other names, links, paths out."""
+    host = tmp_path / "fetched" / "h1"
+    host.mkdir(parents=True)
+    with tarfile.open(host / fleet.HOST_ARCHIVE, "w") as tar:
+        for name, data in (("events.jsonl", b"{}\n"), ("../escape", b"x"), ("other", b"y")):
+            member = tarfile.TarInfo(name)
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+        link = tarfile.TarInfo("stdout.log")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    fleet.unpack_host_files(tmp_path / "fetched")
+    assert sorted(p.name for p in host.iterdir()) == ["events.jsonl"]
+    assert not (tmp_path / "fetched" / "escape").exists()
 
 
 def test_collect_of_a_run_dir_never_made_collects_nothing(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import shutil
 import socket
 import stat
 import sys
+import tarfile
 import threading
 import time
 import traceback
@@ -64,6 +65,7 @@ POLL_S = 30.0  # longest hold of one poll while nothing happens (it returns on n
 DRAIN_S = 5.0  # longest wait at a host's end for its follower to hand on the last lines
 # What a run leaves in a host's run directory that the controller keeps.
 HOST_FILES = ("events.jsonl", "stdout.log", "stderr.log", "exit_code", "config.json")
+HOST_ARCHIVE = "files.tar"  # what a host's files are fetched in (playbooks/tasks/collect.yml)
 
 
 def new_run_id(case: str) -> str:
@@ -151,6 +153,7 @@ class Launch:
             "fleetperf_lease_wait_s": self.lease_wait_s,
             "fleetperf_fetch_dir": str(self.run_dir / "hosts"),
             "fleetperf_host_files": list(HOST_FILES),
+            "fleetperf_host_archive": HOST_ARCHIVE,
             "fleetperf_data_manifest": DATA_MANIFEST,
             "fleetperf_config_env": spec.config.env,  # catalog-checked; {data_dir}: the plays
             "fleetperf_imports": {
@@ -391,6 +394,17 @@ def _copy_host_files(host_dirs: dict[str, Path], fetch_dir: Path) -> None:
                         shutil.copyfileobj(f, out)
 
 
+def unpack_host_files(fetch_dir: Path) -> None:
+    """Each host's fetched HOST_ARCHIVE unpacked beside it, then removed: regular files
+    named in HOST_FILES only (the host made it from its run dir, which its workload
+    writes)."""
+    for archive in fetch_dir.glob(f"*/{HOST_ARCHIVE}"):
+        with tarfile.open(archive) as tar:
+            members = [m for m in tar.getmembers() if m.isreg() and m.name in HOST_FILES]
+            tar.extractall(archive.parent, members=members, filter="data")
+        archive.unlink()
+
+
 def _synthetic(per_host: list[bool | None]) -> bool | None:
     """Synthetic if any host's data was; real only if every host's data says so."""
     if True in per_host:
@@ -417,6 +431,7 @@ def _conclude(
     try:
         tracker.close_followers()
         _copy_host_files(tracker.host_dirs, launch.run_dir / "hosts")
+        unpack_host_files(launch.run_dir / "hosts")
         tracker.recover(launch.run_dir / "hosts")
         tracker.stopped()
     finally:
@@ -672,11 +687,13 @@ def stop_run(
             "fleetperf_hosts": hosts,
             "fleetperf_fetch_dir": str(run_dir / "hosts"),
             "fleetperf_host_files": list(HOST_FILES),
+            "fleetperf_host_archive": HOST_ARCHIVE,
             **controller_vars(results_dir, data_root),
         }
     )
     extravars = declared("plays", {"fleetperf_runs": dict.fromkeys(hosts, values)})
     runner = _runner(run_dir / "ansible-cleanup", "stop.yml", inventory, extravars, len(hosts))
+    unpack_host_files(run_dir / "hosts")
     return runner.rc == 0
 
 

@@ -12,6 +12,8 @@ description:
     the run dir, outside what a container sees, and returns it as C(dir) with the names
     copied as C(files). Links, FIFOs, devices and missing names are left out, named in
     C(skipped). The play fetches from C(dir) and removes it.
+  - With O(archive), the copies go into one tar file of that name in C(dir) instead (regular
+    file members only, each under its own name), so that the play fetches one file.
 options:
   run_dir: {description: The host's run directory., type: path, required: true}
   files:
@@ -19,6 +21,10 @@ options:
     type: list
     elements: str
     required: true
+  archive:
+    description: Put the copies into one uncompressed tar file of this name (a plain name)
+      in RV(dir), returned as RV(archive).
+    type: str
 extends_documentation_fragment: action_common_attributes
 attributes:
   check_mode: {support: none}
@@ -47,6 +53,13 @@ EXAMPLES = r"""
     dest: results/hosts/{{ inventory_hostname }}/
     flat: true
   loop: "{{ collected.files }}"
+
+- name: Snapshot them as one tar file, then fetch that
+  fleetperf_collect:
+    run_dir: /var/lib/fleetperf/runs/distilbert-20250101-120000-ab12
+    files: [events.jsonl, stdout.log, stderr.log, exit_code, config.json]
+    archive: files.tar
+  register: collected
 """
 
 RETURN = r"""
@@ -55,8 +68,13 @@ dir:
   returned: when O(run_dir) exists
   type: path
   sample: /var/lib/fleetperf/runs/.collect-distilbert-20250101-120000-ab12-k3j9x2
+archive:
+  description: The tar file in RV(dir) that holds the copies (O(archive)).
+  returned: when O(run_dir) exists (null without O(archive))
+  type: str
+  sample: files.tar
 files:
-  description: The names of O(files) copied into RV(dir), in the order given.
+  description: The names of O(files) copied into RV(dir) (or RV(archive)), in the order given.
   returned: success
   type: list
   elements: str
@@ -69,29 +87,48 @@ skipped:
   sample: [stderr.log]
 """
 
+import contextlib
 import os
 import shutil
+import tarfile
 import tempfile
 
 from ansible.module_utils import fleetperf_host as files
 from ansible.module_utils.basic import AnsibleModule
 
 
-def collect(run_dir: str, names: list[str]) -> tuple[str, list[str], list[str]]:
+def collect(
+    run_dir: str, names: list[str], archive: str | None = None
+) -> tuple[str, list[str], list[str]]:
     """The snapshot directory, the names copied, the names left out."""
     run_dir = os.path.normpath(run_dir)
     root, run_id = os.path.split(run_dir)
     dest = tempfile.mkdtemp(prefix=f".collect-{run_id}-", dir=root)  # 0700, a new name
     copied, skipped = [], []
-    for name in names:
-        fd = files.open_regular(os.path.join(run_dir, name))
-        if fd is None:
-            skipped.append(name)
-            continue
-        with os.fdopen(fd, "rb") as src, open(os.path.join(dest, name), "xb") as out:
-            shutil.copyfileobj(src, out)
-        copied.append(name)
+    with contextlib.ExitStack() as stack:
+        tar = None
+        if archive:
+            tar = stack.enter_context(tarfile.open(os.path.join(dest, archive), "x"))
+        for name in names:
+            fd = files.open_regular(os.path.join(run_dir, name))
+            if fd is None:
+                skipped.append(name)
+                continue
+            with os.fdopen(fd, "rb") as src:
+                if tar is not None:  # the size and mode of what is open: no second lookup
+                    member = tar.gettarinfo(arcname=name, fileobj=src)
+                    member.uid = member.gid = 0
+                    member.uname = member.gname = ""
+                    tar.addfile(member, src)
+                else:
+                    with open(os.path.join(dest, name), "xb") as out:
+                        shutil.copyfileobj(src, out)
+            copied.append(name)
     return dest, copied, skipped
+
+
+def plain(name: str) -> bool:
+    return bool(name) and "/" not in name and name not in (".", "..")
 
 
 def main() -> None:
@@ -99,17 +136,20 @@ def main() -> None:
         argument_spec={
             "run_dir": {"type": "path", "required": True},
             "files": {"type": "list", "elements": "str", "required": True},
+            "archive": {"type": "str"},
         },
         supports_check_mode=False,
     )
-    names = module.params["files"]
-    bad = [n for n in names if not n or "/" in n or n in (".", "..")]
+    names, archive = module.params["files"], module.params["archive"]
+    bad = [("files", n) for n in names if not plain(n)]
+    bad += [("archive", archive)] if archive is not None and not plain(archive) else []
     if bad:
-        module.fail_json(msg=f"fleetperf_collect: files: {bad[0]!r} is not a plain file name")
+        field, name = bad[0]
+        module.fail_json(msg=f"fleetperf_collect: {field}: {name!r} is not a plain file name")
     if not os.path.isdir(module.params["run_dir"]):  # never created (a preflight failed first)
         module.exit_json(changed=False, files=[], skipped=names)
-    dest, copied, skipped = collect(module.params["run_dir"], names)
-    module.exit_json(changed=True, dir=dest, files=copied, skipped=skipped)
+    dest, copied, skipped = collect(module.params["run_dir"], names, archive)
+    module.exit_json(changed=True, dir=dest, files=copied, skipped=skipped, archive=archive)
 
 
 if __name__ == "__main__":
