@@ -2,8 +2,8 @@
 torch-free emitter case (tests/fixtures/cases/emitter) to one controller, through tui.session.
 
 For each N it brings up N hosts (tui/localfleet.py) and runs ``emitter`` on all of them in
-one batch, either as N one-host runs at once (``--mode runs``: config CPUx1x1, one
-ansible-runner each) or as one N-node run (``--mode nodes``: config CPUxNx1, torchrun on
+one batch, either as N one-host runs at once (``--mode runs``: config CPUx1x1, which
+start together: one play of run.yml over all N hosts) or as one N-node run (``--mode nodes``: config CPUxNx1, torchrun on
 every host), and measures, from the typed events the engine hands its subscribers:
 
 - latency: ``received - t`` of every MetricSample (the workload stamps ``t`` when it
@@ -19,7 +19,13 @@ every host), and measures, from the typed events the engine hands its subscriber
   from /proc once a second), per host and as a share of one core;
 - controller CPU: user+system seconds of this process and all it started (ansible-playbook,
   its forks, ssh, and the ssh connection masters, which outlive the run) per host, and as
-  a share of one core per host over the run.
+  a share of one core per host over the run; the benchmark's own sampling threads (link
+  counters, follower and controller samplers) are left out;
+- controller memory, processes and connections, sampled every 2 s: the proportional set
+  size (PSS: shared pages split between the processes sharing them, so forks' shared pages
+  count once) of this process and every process it started (ssh masters included), how
+  many processes that is, and the controller's established TCP connections to the hosts'
+  sshd; the peak of each, per host.
 
     python benchmarks/fleet_scale.py --hosts 1 8 32 --steps 100 --interval 0.2 --mode runs
 
@@ -29,6 +35,7 @@ Needs root (tui/localfleet.py). Prints one line of figures per N.
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import resource
@@ -69,6 +76,7 @@ class LinkCounters(threading.Thread):
         while not self.stopping.is_set():
             self.samples.append((time.time(), self.read()))
             time.sleep(0.05)
+        self.cpu_s = time.thread_time()
 
     def at(self, host: str, t: float) -> int:
         """The host's counter at the last sample taken at or before ``t``."""
@@ -123,8 +131,80 @@ class FollowerCpu(threading.Thread):
                     continue
                 self.seen[int(proc.name)] = (int(fields[11]) + int(fields[12])) / tick
 
+        self.cpu_s = time.thread_time()
+
     def total(self) -> float:
         return sum(self.seen.values())
+
+
+def _stat(pid: str) -> tuple[int, str]:
+    """A process's parent pid and its command line (empty where it is gone)."""
+    proc = Path("/proc") / pid
+    fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1]), (proc / "cmdline").read_text(errors="replace")
+
+
+class ControllerTree(threading.Thread):
+    """Every 2 s: this process and everything it started (by parent, or, for the ssh
+    connection masters that daemonize, by the fleet's control path in their command line):
+    their summed PSS, their count, and the established TCP connections to port 22 of the
+    fleet's subnet seen from here (the controller's side). Keeps the peak of each."""
+
+    def __init__(self, control_path_dir: Path, subnet: str) -> None:
+        super().__init__(daemon=True)
+        self.marker = str(control_path_dir)
+        self.net = ipaddress.IPv4Network(subnet)
+        self.peak = {"pss_mib": 0.0, "processes": 0, "tcp": 0}
+        self.stopping = threading.Event()
+
+    def tree(self) -> list[str]:
+        parents: dict[str, int] = {}
+        cmdlines: dict[str, str] = {}
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                try:
+                    parents[proc.name], cmdlines[proc.name] = _stat(proc.name)
+                except OSError:
+                    continue
+        mine = {str(os.getpid())}
+        changed = True
+        while changed:
+            more = {p for p, parent in parents.items() if str(parent) in mine} - mine
+            changed = bool(more)
+            mine |= more
+        mine |= {p for p, cmd in cmdlines.items() if self.marker in cmd}
+        return sorted(mine)
+
+    @staticmethod
+    def pss_kib(pid: str) -> int:
+        try:
+            for line in (Path("/proc") / pid / "smaps_rollup").read_text().splitlines():
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+        except OSError:
+            pass
+        return 0
+
+    def tcp(self) -> int:
+        count = 0
+        for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+            _, _, remote, state = line.split()[:4]
+            address, port = remote.split(":")
+            ip = ipaddress.IPv4Address(int(address, 16).to_bytes(4, "little"))
+            count += state == "01" and int(port, 16) == 22 and ip in self.net
+        return count
+
+    def run(self) -> None:
+        while not self.stopping.wait(2.0):
+            pids = self.tree()
+            sample = {
+                "pss_mib": sum(self.pss_kib(p) for p in pids) / 1024,
+                "processes": len(pids),
+                "tcp": self.tcp(),
+            }
+            for key, value in sample.items():
+                self.peak[key] = max(self.peak[key], value)
+        self.cpu_s = time.thread_time()
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -165,23 +245,28 @@ def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
         counter.start()
         followers = FollowerCpu(work / "fleet")
         followers.start()
+        tree = ControllerTree(fleet.control_path_dir, str(fleet.subnet))
+        tree.start()
         cpu0 = cpu_seconds()
         started = time.time()
         batch = engine.start(plans)
         batch.subscribe(on_event)
         records = batch.wait()
         wall = time.time() - started
-        cpu = cpu_seconds() - cpu0 + ssh_masters_cpu(fleet.control_path_dir)
+        counter.stopping.set()
+        followers.stopping.set()
+        tree.stopping.set()
+        counter.join()
+        followers.join()
+        tree.join()
+        sampling = counter.cpu_s + followers.cpu_s + tree.cpu_s  # the benchmark's own
+        cpu = cpu_seconds() - cpu0 + ssh_masters_cpu(fleet.control_path_dir) - sampling
         # What the polls cost the hosts (fleetperf_tail adds up its own CPU time there).
         host_poll_cpu = sum(
             float(f.read_text())
             for h in fleet.hosts.values()
             for f in h.root.glob("runs/*/poll_cpu_s")
         )
-        counter.stopping.set()
-        followers.stopping.set()
-        counter.join()
-        followers.join()
         engine.close()
 
     for record in records:
@@ -215,6 +300,10 @@ def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
         "host_polls_cpu_s_per_host": round(host_poll_cpu / n, 2),
         "host_core_share_per_host": round(host_cpu / n / wall, 4),
         "followers_seen": len(followers.seen),
+        "controller_pss_mib_per_host": round(tree.peak["pss_mib"] / n, 1),
+        "controller_processes_per_host": round(tree.peak["processes"] / n, 2),
+        "controller_tcp_per_host": round(tree.peak["tcp"] / n, 2),
+        "sampling_cpu_s": round(sampling, 2),
     }
 
 
