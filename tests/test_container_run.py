@@ -367,7 +367,7 @@ def test_two_ssh_nodes_train_one_model_in_containers(engine, cpu_image, fleet, t
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (rec,) = json.loads(out.stdout[out.stdout.index("\n[") :])
     assert rec["status"] == "passed" and rec["hosts"] == ["node1", "node2"], rec
-    assert rec["executor"] == "docker" and rec["image"] == tag
+    assert rec["executor"] == "docker" and rec["image"] == f"{tag}@{cpu_image['id']}"
     assert left == [[], []]  # each node's container removed
     log = (two.results / "runs" / rec["run_id"] / "events.jsonl").read_text().splitlines()
     samples = [json.loads(line) for line in log]

@@ -383,8 +383,8 @@ def test_workload_contract_on_a_short_run(data_dir: Path, tmp_path: Path) -> Non
     assert kinds[0] == "start" and kinds[-1] == "result" and "eval" in kinds
     steps = [e for e in events if e["kind"] == "step"]
     assert [s["samples"] for s in steps] == [40, 80]  # 8 questions a step, logged every 5
-    # FlagPerf's warm-up: 10 % of the CPU config's 500 steps, from 0 to its rate of 0.01
-    assert [s["lr"] for s in steps] == pytest.approx([0.01 * 5 / 50, 0.01 * 10 / 50])
+    # FlagPerf's warm-up: 10 % of the CPU config's 1000 steps, from 0 to its rate of 0.005
+    assert [s["lr"] for s in steps] == pytest.approx([0.005 * 5 / 100, 0.005 * 10 / 100])
     assert all(s["tokens"] > 0 for s in steps)
     result = events[-1]
     assert result["status"] == "failed" and "not reached in 80 samples" in result["message"]
