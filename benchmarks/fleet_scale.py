@@ -4,7 +4,8 @@ torch-free emitter case (tests/fixtures/cases/emitter) to one controller, throug
 For each N it brings up N hosts (tui/localfleet.py) and runs ``emitter`` on all of them in
 one batch, either as N one-host runs at once (``--mode runs``: config CPUx1x1, which
 start together: one play of run.yml over all N hosts) or as one N-node run (``--mode
-nodes``: config CPUxNx1, torchrun on every host), and measures, from the typed events the engine hands its subscribers:
+nodes``: config CPUxNx1, torchrun on every host), and measures, from the typed events the
+engine hands its subscribers:
 
 - latency: ``received - t`` of every MetricSample (the workload stamps ``t`` when it
   writes the line, the controller ``received`` when the host's follower, tui/stream.py,
