@@ -534,6 +534,15 @@ def test_preflight_refuses_an_executor_it_does_not_serve_before_anything(tmp_pat
     assert not res.get("failed"), res
 
 
+def test_preflight_names_a_process_host_without_its_python(tmp_path: Path) -> None:
+    """run.yml passes "" where the inventory sets no fleetperf_python: one line, no lease."""
+    res, _ = preflight(tmp_path, python="")
+    assert res["failed"] and res["msg"].startswith("host h1: fleetperf_python is not set: ")
+    assert not (tmp_path / "runs").exists()
+    res, _ = preflight(tmp_path, python="", executor="docker")  # the image's python runs
+    assert not res.get("failed"), res
+
+
 def test_preflight_refuses_a_master_port_in_use(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("", 0))

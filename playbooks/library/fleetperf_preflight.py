@@ -307,6 +307,11 @@ def main() -> None:
             msg=f"host {host}: executor {p['executor']} is not supported here (process or"
             " docker; slurm runs through slurm.yml)"
         )
+    if p["executor"] == "process" and p["python"] == "":
+        module.fail_json(
+            msg=f"host {host}: fleetperf_python is not set: the inventory names the Python that"
+            " runs the workload on a process host (e.g. the repository's .venv/bin/python)"
+        )
     if p["python"] and p["imports"]:
         lacking, error = unimportable(p["python"], sorted(p["imports"]))
         if error:
