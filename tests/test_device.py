@@ -235,3 +235,101 @@ def test_smi_process_memory_from_a_stand_in_tool(tmp_path, monkeypatch):
     assert smi_process_memory_bytes("ixsmi", 4242) == 2048 << 20
     assert smi_process_memory_bytes("ixsmi", 999) is None
     assert smi_process_memory_bytes("no-such-smi", 4242) is None
+
+
+@pytest.mark.parametrize(
+    ("precision", "dtype"),
+    [
+        ("fp16", "float16"),
+        ("bf16", "bfloat16"),
+        ("fp32", "float32"),
+        ("tf32", "float32"),
+        ("amp", "float32"),
+    ],
+)
+def test_cast_weights_casts_as_flagperfs_model_half(precision, dtype):
+    """fp16 is FlagPerf's model.half(), bf16 its bfloat16 twin; amp keeps float32 weights
+    under autocast, fp32 and tf32 keep them as they are."""
+    import torch
+
+    device = Device("nvidia", precision, torch.device("cuda", 0), STACKS["nvidia"], "GPU", None)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.LayerNorm(4))
+    cast = device.cast_weights(model)
+    assert {p.dtype for p in cast.parameters()} == {getattr(torch, dtype)}
+
+
+CASE_YAML = """\
+name: halfcase
+model: linear
+dataset: random
+task: test
+kind: training
+entrypoint: run.py
+report: [p_train]
+defaults: {precision: fp16, seed: 1}
+"""
+
+
+@pytest.fixture
+def fp16_run(tmp_path, float32_math):
+    """A real harness.Run whose device is an fp16 CPU device with a GradScaler (the CPU
+    vendor refuses fp16 on open: float16 CPU math is only good enough for this test)."""
+    import argparse
+    import json
+
+    import torch
+    from harness.case import load_case_file
+
+    case = tmp_path / "halfcase"
+    case.mkdir()
+    (case / "case.yaml").write_text(CASE_YAML)
+    config = tmp_path / "config.json"
+    hp = {"precision": "fp16", "seed": 1}
+    config.write_text(json.dumps({"vendor": "cpu", "chip": "CPU", "precision": "fp32", "hp": hp}))
+    args = argparse.Namespace(config=config, data_dir=tmp_path, run_dir=tmp_path)
+    events = harness.EventWriter(tmp_path / "events.jsonl", 0, 0)
+    try:
+        run = harness.Run(load_case_file(case), args, harness.DistEnv(), events)
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+        run.device = Device("cpu", "fp16", torch.device("cpu"), STACKS["cpu"], "CPU", None, scaler)
+        yield run
+    finally:
+        torch.set_flush_denormal(False)
+
+
+def test_a_half_model_trains_on_float32_masters(fp16_run):
+    """FlagPerf's GLM fp16: model.half(), the optimizer steps float32 master weights with
+    dynamic loss scaling and copies them back. The masters carry steps (2.5e-5) below half
+    float16's spacing at 1 (4.9e-4), which a float16 weight alone would round away."""
+    import torch
+
+    model = fp16_run.device.cast_weights(torch.nn.Linear(8, 1, bias=False))
+    torch.nn.init.ones_(model.weight)
+    optimizer = fp16_run.device.optimizer(lambda p: torch.optim.SGD(p, lr=1e-4), model.parameters())
+    master = optimizer.param_groups[0]["params"][0]
+    assert model.weight.dtype == torch.float16 and master.dtype == torch.float32
+    x = torch.full((4, 8), 0.125, dtype=torch.float16)  # output 1, d loss/d w = 0.25
+    for _ in range(30):
+        fp16_run.optimize(model(x).float().pow(2).mean(), optimizer, clip_grad=1.0)
+    assert model.weight.grad is None and master.grad is None
+    assert master[0, 0].item() == pytest.approx(1 - 30 * 0.25e-4, rel=1e-5)
+    assert model.weight[0, 0].item() == master[0, 0].half().item() < 1
+    # a plain optimizer over the float16 weights is what torch's GradScaler refuses
+    plain = torch.optim.SGD(model.parameters(), lr=1e-5)
+    with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
+        fp16_run.optimize(model(x).float().pow(2).mean(), plain, clip_grad=1.0)
+
+
+def test_an_overflowing_step_leaves_the_half_model_as_it_was(fp16_run):
+    """A float16 gradient that overflows under the loss scale skips the step (the model keeps
+    its weights) and halves the scale, as FlagPerf's DynamicLossScaler does."""
+    import torch
+
+    model = fp16_run.device.cast_weights(torch.nn.Linear(8, 1, bias=False))
+    before = model.weight.detach().clone()
+    optimizer = fp16_run.device.optimizer(lambda p: torch.optim.SGD(p, lr=0.1), model.parameters())
+    scaler = fp16_run.device.scaler
+    x = torch.full((4, 8), 100.0, dtype=torch.float16)  # 2^16 x grads ~ 1e4 overflows float16
+    fp16_run.optimize(model(x).float().sum(), optimizer)
+    assert torch.equal(model.weight, before)
+    assert scaler.get_scale() == 2.0**15

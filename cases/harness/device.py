@@ -26,6 +26,7 @@ import os
 import platform
 import shutil
 import subprocess
+import weakref
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -93,6 +94,44 @@ class Device:
         """The context the forward pass runs in (a no-op for fp32 and tf32)."""
         return self._autocast()
 
+    def cast_weights(self, model: Any) -> Any:
+        """``model`` with its weights in the precision's type, for cases whose FlagPerf code
+        casts the model (``model.half()``): float16 for ``fp16``, bfloat16 for ``bf16``,
+        unchanged for fp32, tf32 and amp (autocast over float32 weights). A float16 model
+        trains through ``optimizer()``, which keeps float32 master weights."""
+        import torch
+
+        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(self.precision)
+        return model if dtype is None else model.to(dtype)
+
+    def optimizer(self, make: Callable[[Any], Any], params: Any) -> Any:
+        """``make(params)`` (a torch optimizer), with float32 master copies in place of any
+        float16 parameters (a model ``cast_weights`` made half): the optimizer and the
+        gradient scaler work on the copies, whose gradients ``Run.optimize`` fills after
+        backward and whose stepped values go back to the model after each step, as apex's
+        and FlagPerf's FP16_Optimizer do. torch's GradScaler refuses float16 gradients."""
+        import torch
+
+        groups = list(params)
+        if groups and not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        pairs: list[tuple[Any, Any]] = []
+        masters = []
+        for group in groups:
+            own = []
+            for p in group["params"]:
+                if p.dtype == torch.float16:
+                    master = p.detach().float().requires_grad_(p.requires_grad)
+                    pairs.append((p, master))
+                    p = master
+                own.append(p)
+            masters.append({**group, "params": own})
+        optimizer = make(masters)
+        if pairs:
+            _MASTERS[optimizer] = pairs
+            optimizer.register_step_post_hook(lambda *_: _masters_to_model(pairs))
+        return optimizer
+
     def synchronize(self) -> None:
         """Wait for all work queued on this device (a no-op on CPU)."""
         if self.type != "cpu":
@@ -115,6 +154,26 @@ class Device:
 
             return fp32_matmul_math(torch)
         return "fp32"
+
+
+# optimizer -> (float16 model parameter, its float32 master) pairs, from Device.optimizer
+_MASTERS: weakref.WeakKeyDictionary[Any, list[tuple[Any, Any]]] = weakref.WeakKeyDictionary()
+
+
+def grads_to_masters(optimizer: Any) -> None:
+    """Copy the float16 model's gradients (whole: after backward and any all-reduce) into
+    ``optimizer``'s float32 masters and free them; a no-op for an optimizer without masters."""
+    for param, master in _MASTERS.get(optimizer, ()):
+        master.grad = None if param.grad is None else param.grad.float()
+        param.grad = None
+
+
+def _masters_to_model(pairs: list[tuple[Any, Any]]) -> None:
+    import torch
+
+    with torch.no_grad():
+        for param, master in pairs:
+            param.copy_(master)
 
 
 def fp32_matmul_math(torch: Any) -> str:

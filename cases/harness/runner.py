@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from harness.case import CaseFile, Hyper, load_case_file
-from harness.device import open_device
+from harness.device import grads_to_masters, open_device
 from harness.dist import (
     DistEnv,
     all_reduce,
@@ -297,6 +297,7 @@ class Run:
         self._optimizer = optimizer
         scaler = self.device.scaler
         (scaler.scale(loss) if scaler is not None else loss).backward()
+        grads_to_masters(optimizer)  # a float16 model's gradients (Device.optimizer)
         if clip_grad is not None:
             if scaler is not None:
                 scaler.unscale_(optimizer)

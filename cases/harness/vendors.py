@@ -9,8 +9,9 @@ Precisions (config.json ``precision``):
 - ``fp32``  plain float32; matmuls in full fp32 unless the run enables TF32 itself
 - ``tf32``  float32 tensors, matmuls and convolutions in TF32 (NVIDIA Ampere and later)
 - ``amp``   autocast to float16 with a gradient scaler
-- ``fp16``  the same as ``amp`` (FlagPerf's configs use both names)
-- ``bf16``  autocast to bfloat16, no scaler
+- ``fp16``  ``amp``'s autocast and scaler; a case whose FlagPerf code ran ``model.half()``
+            also casts its weights (``Device.cast_weights``, float32 masters in the optimizer)
+- ``bf16``  autocast to bfloat16, no scaler (``Device.cast_weights``: bfloat16 weights)
 
 Why a vendor lacks one: iluvatar's and kunlunxin's CUDA-compatible stacks have no TF32 math;
 kunlunxin's bf16 support is not in the documentation we wrote from; a CPU has no float16
