@@ -151,6 +151,15 @@ def test_bad_sets_and_names() -> None:
         catalog.load_config(case, "A100x1x8")
 
 
+@pytest.mark.parametrize("ref", ["cpu/CPUx1x1\n", "cpu\n/CPUx1x1", "../CPUx1x1", "./CPUx1x1"])
+def test_a_config_ref_is_a_plain_vendor_and_name(cases: Path, ref: str) -> None:
+    """A final newline passed the name's "$"; a vendor of ".." read configs/../NAME.yaml."""
+    (cases / "distilbert-pytorch" / "CPUx1x1.yaml").write_text("overrides: {}\n")
+    case = catalog.load_case("distilbert-pytorch", cases)
+    with pytest.raises(CatalogError, match="expected VENDOR/CHIPxNNODESxNPROC"):
+        catalog.load_config(case, ref)
+
+
 def test_scientific_notation_is_a_float() -> None:
     assert catalog.parse_sets(["learning_rate=1e-4"]) == {"learning_rate": 1e-4}
 

@@ -44,7 +44,9 @@ def test_writes_the_template_under_its_name(tmp_path: Path) -> None:
     assert len(lines) <= 160
 
 
-@pytest.mark.parametrize("name", ["Bad", "../x", "a/b", "_x", "x.", "a..b", "harness", "x" * 65])
+@pytest.mark.parametrize(
+    "name", ["Bad", "../x", "a/b", "_x", "x.", "a..b", "harness", "x" * 65, "abc\n", "x\n"]
+)
 def test_bad_names_are_refused(tmp_path: Path, name: str) -> None:
     fp = _fleetperf(tmp_path)
     out = fp.run("new-case", name)

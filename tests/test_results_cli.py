@@ -109,6 +109,29 @@ def test_prune_removes_rows_and_directories_together(results: Path) -> None:
     assert list((results / "runs").iterdir()) == []
 
 
+@pytest.mark.parametrize(
+    ("days", "why"),
+    [
+        ("nan", "a number of days"),
+        ("inf", "a number of days"),
+        ("1e308", "at most 36525"),
+        ("-1", "not negative"),
+        ("-0.5", "not negative"),
+        ("five", "a number of days"),
+    ],
+)
+def test_older_than_takes_only_a_sane_number_of_days(results: Path, days: str, why: str) -> None:
+    """nan, inf and 1e308 ended in a traceback; a negative value selected every run."""
+    for action in (("--prune",), ()):
+        out = fleetperf("results", "--results", str(results), *action, "--older-than", days)
+        assert out.returncode == 2, out.stdout
+        assert out.stderr.startswith(f"fleetperf: error: --older-than {days}: "), out.stderr
+        assert why in out.stderr and out.stderr.count("\n") == 1 and out.stdout == ""
+    with ResultStore(results / "fleetperf.sqlite") as store:
+        assert len(store.list()) == 4
+    assert len(list((results / "runs").iterdir())) == 4
+
+
 def test_prune_of_a_copied_results_dir_leaves_the_original_alone(results: Path) -> None:
     """The records of a copy name the original's run directories: a prune of the copy
     removes the copy's own <results>/runs/<run_id>, never the path the record holds."""

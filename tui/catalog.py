@@ -26,12 +26,13 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 HARNESS_DIR = REPO_ROOT / "cases"
 CASES_DIR = Path(os.environ.get("FLEETPERF_CASES_DIR", HARNESS_DIR)).resolve()
 # CHIPxNNODESxNPROC, and -VARIANT for a second seed row on the same hardware (A100x1x8-bs96).
-CONFIG_NAME = re.compile(
-    r"^(?P<chip>[A-Za-z0-9_.-]+?)x(?P<nnodes>\d+)x(?P<nproc>\d+)(?:-(?P<variant>[a-z0-9]+))?$"
+CONFIG_NAME = re.compile(  # fullmatch: "$" would let a final newline in
+    r"(?P<chip>[A-Za-z0-9_.-]+?)x(?P<nnodes>\d+)x(?P<nproc>\d+)(?:-(?P<variant>[a-z0-9]+))?"
 )
 
 # A config's env (docs/new-case.md): names as POSIX shells take them, upper case.
-ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+VENDOR = re.compile(r"[a-z0-9][a-z0-9_-]*")  # a directory under a case's configs/
+ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")  # fullmatch
 # Names a config may not set, and why: fleetperf, torchrun or Slurm set them for the
 # workload (a config's value would break the launch), or they make processes load code
 # from a path, which is the host's setup (the inventory's fleetperf_workload_env), not a
@@ -282,8 +283,8 @@ def config_refs(case: CaseSpec) -> list[str]:
 
 def load_config(case: CaseSpec, ref: str) -> VendorConfig:
     vendor, _, name = ref.partition("/")
-    match = CONFIG_NAME.match(name)
-    if not vendor or not match:
+    match = CONFIG_NAME.fullmatch(name)
+    if not VENDOR.fullmatch(vendor) or not match:  # a vendor of ".." named another directory
         raise CatalogError(
             f"config {ref!r}: expected VENDOR/CHIPxNNODESxNPROC[-VARIANT], e.g. cpu/CPUx1x1"
         )
@@ -333,7 +334,7 @@ def _check_env(where: str, env: Any) -> dict[str, str]:
     if not isinstance(env, dict):
         raise CatalogError(f"{where}: env: expected a mapping of NAME: value")
     for name, value in env.items():
-        if not isinstance(name, str) or not ENV_NAME.match(name):
+        if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
             raise CatalogError(f"{where}: env.{name}: not a variable name ([A-Z_][A-Z0-9_]*)")
         reason = OWNED_ENV.get(name) or next(
             (why for prefix, why in OWNED_ENV_PREFIXES.items() if name.startswith(prefix)), None

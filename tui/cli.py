@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from tui.store import ResultStore, interrupted_line, mark_interrupted
 from tui.tables import FORMATS, config_env_text, peak_text, render
 from tui.term import printable
 
+MAX_DAYS = 36525  # --older-than: a century; past it, no run is that old
 SUBCOMMANDS = ("cases", "prepare", "results", "report", "cleanup", "peak", "serve", "new-case")
 
 
@@ -90,7 +92,9 @@ def _sub_parser() -> argparse.ArgumentParser:
         help="remove the selected runs (by run id, --status or --older-than) from the store,"
         " with their run directories",
     )
-    res.add_argument("--older-than", type=float, metavar="DAYS", help="runs started before")
+    res.add_argument(
+        "--older-than", metavar="DAYS", help=f"runs started DAYS ago or before (0 to {MAX_DAYS})"
+    )
     rep = sub.add_parser(
         "report", help="one offline HTML page: tables, throughput, history bands, loss curve"
     )
@@ -176,7 +180,25 @@ def _select(args: argparse.Namespace, store: ResultStore) -> tuple[list[RunRecor
     return chosen, len(every) - len(chosen)
 
 
+def _days(text: str) -> float:
+    """``--older-than``'s value: a finite number of days, refused before the store is read
+    (nan and inf ended in a traceback; a negative value selected every run to prune)."""
+    try:
+        days = float(text)
+    except ValueError:
+        days = math.nan
+    if not math.isfinite(days):
+        raise UsageError(f"--older-than {text}: expected a number of days, e.g. 30")
+    if days < 0:
+        raise UsageError(f"--older-than {text}: expected a number of days, not negative")
+    if days > MAX_DAYS:
+        raise UsageError(f"--older-than {text}: expected a number of days, at most {MAX_DAYS}")
+    return days
+
+
 def cmd_results(args: argparse.Namespace, results_dir: Path) -> int:
+    if args.older_than is not None:  # checked before the store is opened
+        args.older_than = _days(args.older_than)
     if args.prune and not (args.run_id or args.status or args.older_than is not None):
         raise UsageError("--prune: name the runs (RUN_ID, --status or --older-than)")
     if args.prune and args.run_id:

@@ -19,7 +19,7 @@ from tui.images import expected_image
 from tui.inventory import Inventory
 
 PROVISION = REPO_ROOT / "provision.yml"
-_IMAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9./:_@-]*$")
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9./:_@-]*")  # fullmatch: no final newline
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def preflight(inv: Inventory, hosts: list[str]) -> dict[str, HostCheck]:
         base = inv.var(host, "fleetperf_base_image")
         vendor = str(inv.var(host, "fleetperf_vendor") or "")
         name = expected_image(vendor, str(base) if base else None) or ""
-        if not _IMAGE.match(name):
+        if not _IMAGE.fullmatch(name):
             images[host] = "no images/<vendor> for this host's fleetperf_vendor"
         elif facts.get(host, {}).get("kind") == "ok":
             by_image.setdefault(name, []).append(host)

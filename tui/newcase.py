@@ -15,14 +15,14 @@ from tui import catalog
 from tui.errors import CatalogError
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "newcase"
-NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")  # fullmatch: "$" let a final newline in
 RESERVED = {"harness"}
 
 
 def new_case(name: str, cases_dir: Path = catalog.CASES_DIR) -> Path:
     """Write the template as ``cases_dir/name``; CatalogError for a bad or taken name,
     before anything is written."""
-    if not NAME.match(name) or name.endswith((".", "-")) or ".." in name:
+    if not NAME.fullmatch(name) or name.endswith((".", "-")) or ".." in name:
         raise CatalogError(
             f"new-case {name!r}: use lower-case letters, digits, '_', '-' and '.' "
             "(up to 64, starting with a letter or digit), e.g. resnet50-pytorch"
