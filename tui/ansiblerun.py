@@ -18,6 +18,7 @@ import yaml
 from ansible_runner import Runner, RunnerConfig
 from ansible_runner.utils import get_callback_dir
 
+from tui import safefile
 from tui.catalog import REPO_ROOT
 from tui.stream import SSH_SAFETY
 
@@ -163,11 +164,9 @@ def _write_extravars(private: Path, extravars: dict[str, Any]) -> None:
     re-read it as a number). Not on the command line: it stays out of ``ps`` and of the
     ``command`` artifact."""
     env_dir = private / "env"
-    env_dir.mkdir(exist_ok=True)
+    safefile.make_dirs(env_dir)
     text = yaml.dump(_Unsafe(extravars), Dumper=_UnsafeDumper, sort_keys=False, allow_unicode=True)
-    fd = os.open(env_dir / "extravars", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
+    safefile.write_text(env_dir / "extravars", text)
 
 
 # Runs first in ansible's process, then becomes ansible-playbook: a controller killed
@@ -201,7 +200,7 @@ def ansible_run(
     ``ansible_env()`` and what runner itself needs. Extra vars go in as unsafe text. The
     event handler decides that no job_events are kept. ansible dies with the thread that
     started it."""
-    private.mkdir(parents=True, exist_ok=True)
+    safefile.make_dirs(private)
     if extravars:
         _write_extravars(private, extravars)
     config = RunnerConfig(

@@ -24,7 +24,7 @@ from typing import Any
 
 from ansible_runner import Runner
 
-from tui import caseimports, images
+from tui import caseimports, images, safefile
 from tui.ansiblerun import (
     PLAY_FILE,
     PLAYBOOKS,
@@ -208,7 +208,8 @@ class _Tracker:
 
     def __init__(self, launch: Launch, on_event: Callable[[Event], None]) -> None:
         self.run_id = launch.run_id
-        self.log = (launch.run_dir / "events.jsonl").open("a", encoding="utf-8")
+        log = safefile.create(launch.run_dir / "events.jsonl")  # the run dir is new
+        self.log = os.fdopen(log, "w", encoding="utf-8")
         self.on_event = on_event
         self.result: CaseResult | None = None
         self.failures: list[WorkloadError | HostState] = []  # as observed: blame() orders
@@ -393,7 +394,7 @@ def _copy_host_files(host_dirs: dict[str, Path], fetch_dir: Path) -> None:
     playbooks/module_utils/fleetperf_host.py does the same on hosts)."""
     for host, src in host_dirs.items():
         dest = fetch_dir / host
-        dest.mkdir(parents=True, exist_ok=True)
+        safefile.make_dirs(dest)
         for name in HOST_FILES:
             try:  # O_NONBLOCK: a FIFO opens at once, and is then left out as not regular
                 fd = os.open(src / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
@@ -401,18 +402,21 @@ def _copy_host_files(host_dirs: dict[str, Path], fetch_dir: Path) -> None:
                 continue
             with open(fd, "rb") as f:
                 if stat.S_ISREG(os.fstat(fd).st_mode):
-                    with open(dest / name, "wb") as out:
+                    with safefile.replacing(dest / name) as out:
                         shutil.copyfileobj(f, out)
 
 
 def unpack_host_files(fetch_dir: Path) -> None:
     """Each host's fetched HOST_ARCHIVE unpacked beside it, then removed: regular files
     named in HOST_FILES only (the host made it from its run dir, which its workload
-    writes)."""
+    writes), 0600 whatever mode the host gave them, replacing a link rather than following."""
     for archive in fetch_dir.glob(f"*/{HOST_ARCHIVE}"):
         with tarfile.open(archive) as tar:
-            members = [m for m in tar.getmembers() if m.isreg() and m.name in HOST_FILES]
-            tar.extractall(archive.parent, members=members, filter="data")
+            for member in tar.getmembers():
+                wanted = member.isreg() and member.name in HOST_FILES
+                if wanted and (f := tar.extractfile(member)) is not None:
+                    with f, safefile.replacing(archive.parent / member.name) as out:
+                        shutil.copyfileobj(f, out)
         archive.unlink()
 
 
@@ -425,9 +429,9 @@ def _synthetic(per_host: list[bool | None]) -> bool | None:
 
 def _prepare(launch: Launch, on_event: Callable[[Event], None]) -> _Tracker:
     """The run's directory with its config.json, and its tracker, its hosts in preflight."""
-    launch.run_dir.mkdir(parents=True)
+    safefile.make_dirs(launch.run_dir, exist_ok=False)
     config = json.dumps(launch.config_json(), indent=2) + "\n"
-    (launch.run_dir / "config.json").write_text(config)
+    safefile.write_text(launch.run_dir / "config.json", config)
     tracker = _Tracker(launch, on_event)
     for host in launch.hosts:
         tracker.emit(HostState(launch.run_id, host, "preflight"))
@@ -568,7 +572,7 @@ class Play:
         first, *others = (r.launch for r in self._runs.values())
         private = first.run_dir / "ansible-run"
         for launch in others:  # where leftovers of the play are found (tui/ansiblerun.py)
-            (launch.run_dir / PLAY_FILE).write_text(f"{private}\n")
+            safefile.write_text(launch.run_dir / PLAY_FILE, f"{private}\n")
         watcher = threading.Thread(target=self._watch, daemon=True, name="play-cancels")
         watcher.start()
         try:

@@ -25,14 +25,13 @@ import hashlib
 import io
 import json
 import re
-import shutil
 import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from tui import caseimports
+from tui import caseimports, safefile
 from tui.catalog import REPO_ROOT
 
 IMAGES = REPO_ROOT / "images"
@@ -183,7 +182,7 @@ def write_context(vendor: str, dest: Path) -> None:
     for name, path in context_files(vendor).items():
         target = dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
+        safefile.write_bytes(target, path.read_bytes(), mode=0o644)  # what docker build reads
 
 
 def context_tar(vendor: str) -> io.BytesIO:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tui import catalog
+from tui import catalog, safefile
 from tui.errors import CatalogError
 
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "newcase"
@@ -37,5 +37,6 @@ def new_case(name: str, cases_dir: Path = catalog.CASES_DIR) -> Path:
     for src in files:
         dst = target / src.relative_to(TEMPLATE)
         dst.parent.mkdir(parents=True, exist_ok=True)
-        dst.write_text(src.read_text(encoding="utf-8").replace("{{name}}", name), encoding="utf-8")
+        text = src.read_text(encoding="utf-8").replace("{{name}}", name)
+        safefile.write_text(dst, text, mode=0o644)  # source code: hosts and images read it
     return target

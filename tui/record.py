@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
@@ -21,6 +19,7 @@ from typing import Any, Self
 from harness.metrics import METRICS, Metric, registry
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tui import safefile
 from tui.events import RunStatus
 from tui.references import Verdict
 
@@ -284,14 +283,5 @@ def write_result_json(record: RunRecord, run_dir: Path) -> Path:
     over it, so a reader sees no file or a whole one, never a part (nor an old one cut)."""
     path = run_dir / "result.json"
     text = json.dumps(record.to_json_dict(), indent=2, ensure_ascii=False) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=run_dir, prefix=".result.json.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())  # whole on disk before the rename makes it the file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    safefile.write_text(path, text)
     return path

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from harness.metrics import Metric
 
-from tui import catalog
+from tui import catalog, safefile
 from tui.errors import CatalogError
 from tui.record import RUN_ID, RunRecord
 from tui.references import (
@@ -454,7 +454,5 @@ def render(
 
 
 def write_report(path: Path, text: str) -> None:
-    """Written to a temporary file beside it and renamed: never a half page."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    """Never a half page, never through a link planted beside it (tui/safefile.py)."""
+    safefile.write_text(path, text)

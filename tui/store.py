@@ -14,10 +14,11 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NamedTuple, Self
 
+from tui import safefile
 from tui.errors import StoreError
 from tui.record import RunRecord
 
@@ -120,7 +121,9 @@ class ResultStore:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        safefile.make_dirs(self.path.parent)  # the results directory: 0700 when new
+        with suppress(FileExistsError):  # 0600 before SQLite makes it (its -wal and -shm copy it)
+            os.close(safefile.create(self.path))
         # One connection shared by engine threads; the lock serialises its use.
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(

@@ -16,6 +16,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Static
 
+from tui import safefile
 from tui.app.safe import literal
 from tui.compare import compare
 from tui.record import RunRecord
@@ -235,8 +236,8 @@ class ResultsScreen(Screen[None]):
                 return
             fmt, path = result
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(render(records, fmt) + "\n", encoding="utf-8")
+                safefile.make_dirs(path.parent)
+                safefile.write_text(path, render(records, fmt) + "\n")
             except OSError as exc:
                 self.notify(f"{path}: {exc.strerror}", title="Not exported", severity="error")
                 return
