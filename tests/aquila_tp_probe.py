@@ -31,9 +31,9 @@ def main(data: Path, out: Path) -> None:
     )
     with torch.inference_mode():
         logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    nll, tokens, right = score(logits, batch)
+    s = score(logits, batch)
     if env.is_global_zero:
-        torch.save({"logits": logits, "loss": nll / tokens, "right": right}, out)
+        torch.save({"logits": logits, "loss": s.nll / s.tokens, "right": s.right}, out)
     harness.shutdown_distributed()
 
 

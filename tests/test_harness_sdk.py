@@ -300,9 +300,12 @@ def test_inference_finish_reports_token_rates(tmp_path: Path) -> None:
     assert result["kind"] == "result" and result["status"] == "passed"
     m = result["metrics"]
     assert not {"p_whole", "p_train", "p_core", "loss"} & set(m)
-    assert m["p_infer_whole"] == m["tokens_per_s_per_device"] > 0  # one device, no evaluation
-    assert m["p_infer_core"] >= m["p_infer_whole"]
-    assert m["p_infer_core"] <= 80 / 0.04  # 2 counted steps of 40 tokens, 0.02 s or more each
+    # p_infer_* count the positions computed (FlagPerf's count), p_infer_real_* real tokens
+    assert m["p_infer_real_whole"] == m["tokens_per_s_per_device"] > 0  # one device
+    assert m["p_infer_whole"] == pytest.approx(m["p_infer_real_whole"] * 96 / 80, rel=1e-12)
+    assert m["p_infer_core"] == pytest.approx(m["p_infer_real_core"] * 96 / 80, rel=1e-12)
+    assert m["p_infer_real_core"] >= m["p_infer_real_whole"]
+    assert m["p_infer_real_core"] <= 80 / 0.04  # 2 counted steps of 40 tokens, 0.02 s or more each
     # 100 FLOPs x 96 padded tokens over the window (80 tokens / tokens_per_s) / the peak
     assert m["mfu_measured"] == pytest.approx(100 * 96 / 80 * m["tokens_per_s_per_device"] / 1e10)
 
@@ -329,8 +332,9 @@ def test_world_that_does_not_split_is_bad_input(tp_case: Path, tmp_path: Path) -
 
 
 def test_token_rates() -> None:
-    tot = harness.PerfTotals(tokens=1000, whole_time=4.0, compute_time=2.0)
+    tot = harness.PerfTotals(tokens=1000, padded_tokens=3000, whole_time=4.0, compute_time=2.0)
     assert harness.token_rates(tot) == (250.0, 500.0)
+    assert harness.token_rates(tot, padded=True) == (750.0, 1500.0)
     assert harness.token_rates(harness.PerfTotals()) == (None, None)
 
 

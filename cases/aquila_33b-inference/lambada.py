@@ -5,10 +5,17 @@
 - ``tokenizer/vocab.json``, ``merges.txt``: byte-level BPE (GPT-2 style, as Aquila's);
   ``special_tokens.txt``: one special token per line, added to the vocabulary where absent.
 
-Each text is split at its last space: the context and the last word. The sequence is
-``encode(context) + encode(" " + last word)``; the loss is the mean negative log-likelihood of
-every token given the ones before it (over all tokens of the set), and a text counts for
-last-word accuracy when the greedy prediction of every last-word token is right.
+Two framings (hp ``framing``):
+
+- ``flagscale`` (seed 002, FlagScale's ``tasks/aquila/datasets.py``): the text cut to
+  ``max_len`` characters, ``[CLS] + encode(text) + </s>``, cut to ``max_len`` tokens and
+  padded to ``max_len``: every text computes ``max_len`` positions, causal mask only.
+- ``plain``: ``encode(context) + encode(" " + last word)``, padded to the batch's longest,
+  with an attention mask.
+
+Scores: the loss FlagScale prints ("avg loss": each text's mean negative log-likelihood of
+its next tokens, then the mean over texts) and the mean per token over the whole set; a text
+counts for last-word accuracy when the greedy prediction of every last-word token is right.
 """
 
 from __future__ import annotations
@@ -22,12 +29,22 @@ from harness.errors import InputError
 from harness.jsonl import json_lines
 
 TOKENIZER_FILES = ("vocab.json", "merges.txt", "special_tokens.txt")
+CLS, EOD = "[CLS]", "</s>"  # FlagScale's AquilaTokenizer: cls and eod
 
 
 @dataclass(frozen=True)
 class Example:
     ids: tuple[int, ...]
-    last_word_tokens: int  # the final tokens that make up the last word
+    last_word_tokens: int  # the tokens that make up the last word
+    tail: int = 0  # tokens after the last word (FlagScale's </s>)
+
+
+@dataclass(frozen=True)
+class Scores:
+    nll: float  # summed NLL of every scored next token
+    tokens: int  # tokens scored
+    right: int  # texts whose last word is greedy-right
+    text_loss: float  # summed per-text mean NLL (FlagScale's "avg loss" x texts)
 
 
 def load_tokenizer(folder: Path):  # -> tokenizers.Tokenizer
@@ -64,8 +81,19 @@ def read_lambada(path: Path) -> list[str]:
     return texts
 
 
+def special_ids(tok, folder: Path) -> tuple[int, int]:
+    """FlagScale's [CLS] and </s> ids; InputError naming special_tokens.txt without them."""
+    ids = tok.token_to_id(CLS), tok.token_to_id(EOD)
+    if None in ids:
+        raise InputError(
+            f"{folder / 'special_tokens.txt'}: needs {CLS} and {EOD} for FlagScale's framing "
+            "(framing=flagscale); stage the seed's tokenizer, or prepare --synthetic again"
+        )
+    return ids
+
+
 def encode(tok, texts: list[str], max_len: int) -> list[Example]:
-    """Tokenised examples, the context cut from the left to fit max_len."""
+    """Plain framing: context + " " + last word, the context cut from the left to fit."""
     out = []
     for text in texts:
         context, last = text.rsplit(" ", 1)
@@ -75,16 +103,31 @@ def encode(tok, texts: list[str], max_len: int) -> list[Example]:
     return out
 
 
+def encode_flagscale(tok, texts: list[str], max_len: int, cls: int, eod: int) -> list[Example]:
+    """FlagScale's framing: [CLS] + text + </s>, the text cut to max_len characters and the
+    tokens to max_len (FlagScale keeps max_len + 1 and feeds the first max_len: the same for
+    any text shorter than max_len tokens, as every LAMBADA text is)."""
+    out = []
+    for text in texts:
+        text = text[:max_len]
+        ids = [cls, *tok.encode(text).ids, eod][:max_len]
+        last = len(tok.encode(" " + text.rsplit(" ", 1)[-1]).ids)
+        tail = 1 if ids[-1] == eod else 0
+        out.append(Example(tuple(ids), min(last, len(ids) - 1 - tail), tail))
+    return out
+
+
 def batches(examples: list[Example], size: int) -> list[list[Example]]:
     """Batches of similar lengths (sorted), so little of each is padding."""
     ordered = sorted(examples, key=lambda e: len(e.ids))
     return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
-def collate(batch: list[Example], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids`` and ``attention_mask``; ``last_word`` marks the positions
-    whose next token is a last-word token."""
-    t = max(len(e.ids) for e in batch)
+def collate(batch: list[Example], pad_id: int, length: int = 0) -> dict[str, torch.Tensor]:
+    """``input_ids`` right-padded to ``length`` (0: the batch's longest) and
+    ``attention_mask``; ``last_word`` marks the positions whose next token is a last-word
+    token."""
+    t = max(length, *(len(e.ids) for e in batch))
     input_ids = torch.full((len(batch), t), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((len(batch), t), dtype=torch.long)
     last_word = torch.zeros((len(batch), t), dtype=torch.bool)
@@ -92,15 +135,19 @@ def collate(batch: list[Example], pad_id: int) -> dict[str, torch.Tensor]:
         n = len(e.ids)
         input_ids[i, :n] = torch.tensor(e.ids)
         attention_mask[i, :n] = 1
-        last_word[i, n - 1 - e.last_word_tokens : n - 1] = True
+        end = n - 1 - e.tail
+        last_word[i, end - e.last_word_tokens : end] = True
     return {"input_ids": input_ids, "attention_mask": attention_mask, "last_word": last_word}
 
 
-def score(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> tuple[float, int, int]:
-    """(summed NLL of every next token, tokens scored, texts whose last word is right)."""
+def score(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> Scores:
+    """Every real next token's NLL, summed over the batch and as each text's mean."""
     ids, mask = batch["input_ids"], batch["attention_mask"]
     logits = logits[:, :-1].float()
-    target, valid = ids[:, 1:], mask[:, 1:].bool()
+    target, valid = ids[:, 1:], mask[:, 1:].float()
     nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")
     hit = (logits.argmax(-1) == target) | ~batch["last_word"][:, :-1]
-    return float(nll[valid].sum()), int(valid.sum()), int(hit.all(-1).sum())
+    per_text = (nll * valid).sum(-1) / valid.sum(-1)
+    return Scores(
+        float((nll * valid).sum()), int(valid.sum()), int(hit.all(-1).sum()), float(per_text.sum())
+    )

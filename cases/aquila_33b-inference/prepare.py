@@ -38,7 +38,7 @@ import harness
 from harness.tiny import tiny_llama_config
 
 LAMBADA = "lambada_test_bak.jsonl"
-SPECIAL_TOKENS = ("<|endoftext|>", "</s>", "<s>", "<|unk|>")
+SPECIAL_TOKENS = ("<|endoftext|>", "</s>", "<s>", "<|unk|>", "[CLS]")  # FlagScale: cls, eod
 WORDS_TEXT = (
     "the a she he they it was were had said looked at into from with and but then "
     "door window house garden river road morning night cold warm old young quiet small "

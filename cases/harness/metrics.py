@@ -129,8 +129,35 @@ STANDARD: tuple[Metric, ...] = (
     ),
     _m("p_val_whole", "tokens/s", True, ".1f", "evaluation tokens / evaluation wall time"),
     _m("p_val_core", "tokens/s", True, ".1f", "evaluation tokens / forward compute time"),
-    _m("p_infer_whole", "tokens/s", True, ".1f", "inference tokens / inference wall time"),
-    _m("p_infer_core", "tokens/s", True, ".1f", "inference tokens / forward compute time"),
+    _m(
+        "p_infer_whole",
+        "tokens/s",
+        True,
+        ".1f",
+        "inference positions computed (padding included, as FlagPerf's inference counts "
+        "tokens) / inference wall time",
+    ),
+    _m(
+        "p_infer_core",
+        "tokens/s",
+        True,
+        ".1f",
+        "inference positions computed (padding included) / forward compute time",
+    ),
+    _m(
+        "p_infer_real_whole",
+        "tokens/s",
+        True,
+        ".1f",
+        "real (non-pad) inference tokens / inference wall time",
+    ),
+    _m(
+        "p_infer_real_core",
+        "tokens/s",
+        True,
+        ".1f",
+        "real (non-pad) inference tokens / forward compute time",
+    ),
 )
 
 METRICS: dict[str, Metric] = {m.name: m for m in STANDARD}

@@ -242,10 +242,12 @@ def throughput_metrics(tot: PerfTotals, world_size: int = 1) -> dict[str, float 
     }
 
 
-def token_rates(tot: PerfTotals) -> tuple[float | None, float | None]:
-    """An inference pass's (real tokens / window wall time, real tokens / compute time) of
-    the counted steps: p_val_whole and p_val_core, p_infer_whole and p_infer_core."""
-    return _ratio(tot.tokens, tot.whole_time), _ratio(tot.tokens, tot.compute_time)
+def token_rates(tot: PerfTotals, padded: bool = False) -> tuple[float | None, float | None]:
+    """An inference pass's (tokens / window wall time, tokens / compute time) of the counted
+    steps: p_val_whole and p_val_core, p_infer_whole and p_infer_core. Real tokens, or with
+    ``padded`` the positions the device computed (padding included)."""
+    tokens = tot.padded_tokens if padded else tot.tokens
+    return _ratio(tokens, tot.whole_time), _ratio(tokens, tot.compute_time)
 
 
 def throughput_notes(tot: PerfTotals) -> list[str]:

@@ -431,7 +431,8 @@ class Run:
         if self.steps and self.case.kind == "training":
             out["loss"] = self.loss if finite else None
         if self.case.kind == "inference":  # run.perf's window is the inference window
-            out["p_infer_whole"], out["p_infer_core"] = token_rates(totals)
+            out["p_infer_whole"], out["p_infer_core"] = token_rates(totals, padded=True)
+            out["p_infer_real_whole"], out["p_infer_real_core"] = token_rates(totals)
         out.update(metrics or {})
         if converged is None:
             converged, message = self._verdict(finite)
