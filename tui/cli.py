@@ -296,7 +296,10 @@ def cmd_cleanup(results_dir: Path, data_root: Path) -> int:
         todo = [r for r in store.list(status="interrupted") if not r.cleaned]
         for record in todo:
             inventory = Path(record.inventory or DEFAULT_INVENTORY)
-            ok = fleet.stop_run(record.run_id, record.hosts, inventory, results_dir, data_root)
+            executor = record.executor or ""
+            ok = fleet.stop_run(
+                record.run_id, record.hosts, inventory, results_dir, data_root, executor
+            )
             if ok:
                 store.add(record.model_copy(update={"cleaned": True}))
                 print(printable(f"cleaned {record.run_id}: stopped on {', '.join(record.hosts)}"))

@@ -48,6 +48,7 @@ from tui.events import (
     task_action,
 )
 from tui.extravars import declared, spec
+from tui.paths import UnsafeName, host_path
 from tui.stream import Follower, Reach
 
 # The Slurm executor's modules (playbooks/slurm.yml) whose results the tracker reads.
@@ -196,6 +197,7 @@ class Outcome:
     slurm: dict[str, Any] | None = None  # job_id, partition, nodes, state (executor slurm)
     # Executor docker: the id of the image each host's container ran (its preflight checked it).
     image_ids: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what a host sent that was refused
 
 
 def _now() -> str:
@@ -221,6 +223,8 @@ class _Tracker:
         self.host_dirs: dict[str, Path] = {}  # run dirs of hosts that share our files
         self.hosts_seen: dict[str, dict[str, Any]] = {}  # what each host's preflight saw
         self.slurm: dict[str, Any] | None = None  # the Slurm job, as its polls saw it
+        self.fetch_dir = launch.run_dir / "hosts"  # HOST/NAME: what the cleanup brings back
+        self.refused: dict[str, str] = {}  # a name from a host -> why it was refused
         self.image_ids: dict[str, str] = {}  # host -> the image id its container ran
         self.started_hosts: set[str] = set()  # hosts whose workload was launched
         self.play_failed = False  # a task failed (not ignored) on a host of this run
@@ -301,7 +305,8 @@ class _Tracker:
             self.slurm = {"job_id": job, "partition": res.get("partition") or None, "nodes": []}
             self.emit(HostState(self.run_id, login, "queued", f"slurm job {job} submitted"))
             return
-        state, reason, nodes = res.get("state"), res.get("reason") or "", res.get("nodes") or []
+        state, reason = res.get("state"), res.get("reason") or ""
+        nodes = self._node_names(login, res.get("nodes"))
         last = dict(self.slurm or {})
         self.slurm = {
             **last,
@@ -329,6 +334,19 @@ class _Tracker:
                 self._drain(node, int(size or 0))
             if res.get("exit_code") == 0:
                 self.emit(HostState(self.run_id, login, "finished"))
+
+    def _node_names(self, login: str, names: Any) -> list[str]:
+        """The node names of a Slurm poll that may name a path here (each node's files,
+        its follower); the others refused, noted once each."""
+        usable = []
+        for name in names if isinstance(names, list) else []:
+            try:
+                host_path(self.fetch_dir, name)
+            except UnsafeName as exc:
+                self.refused.setdefault(ascii(name)[:80], f"host {login}: Slurm node {exc}")
+                continue
+            usable.append(name)
+        return usable
 
     def _drain(self, host: str, size: int) -> None:
         if follower := self.followers.get(host):
@@ -406,18 +424,42 @@ def _copy_host_files(host_dirs: dict[str, Path], fetch_dir: Path) -> None:
                         shutil.copyfileobj(f, out)
 
 
-def unpack_host_files(fetch_dir: Path) -> None:
-    """Each host's fetched HOST_ARCHIVE unpacked beside it, then removed: regular files
-    named in HOST_FILES only (the host made it from its run dir, which its workload
-    writes), 0600 whatever mode the host gave them, replacing a link rather than following."""
+def unpack_host_files(fetch_dir: Path, *, nodes: bool = False) -> list[str]:
+    """Each host's fetched HOST_ARCHIVE unpacked, then removed: regular files named in
+    HOST_FILES only (the host made it from its run dir, which its workload writes), 0600
+    whatever mode the host gave them, replacing a link rather than following. A process
+    host's go beside it; with ``nodes``, a Slurm login host's NODE/NAME members go to
+    fetch_dir/NODE (playbooks/tasks/slurm_stop.yml). What was refused, as notes."""
+    refused: dict[str, str] = {}
     for archive in fetch_dir.glob(f"*/{HOST_ARCHIVE}"):
         with tarfile.open(archive) as tar:
             for member in tar.getmembers():
-                wanted = member.isreg() and member.name in HOST_FILES
-                if wanted and (f := tar.extractfile(member)) is not None:
-                    with f, safefile.replacing(archive.parent / member.name) as out:
+                dest = _member_dest(fetch_dir, archive.parent, member.name, nodes, refused)
+                if dest and member.isreg() and (f := tar.extractfile(member)) is not None:
+                    with f, safefile.replacing(dest) as out:
                         shutil.copyfileobj(f, out)
         archive.unlink()
+    return list(refused.values())
+
+
+def _member_dest(
+    fetch_dir: Path, host_dir: Path, name: str, nodes: bool, refused: dict[str, str]
+) -> Path | None:
+    """Where a member of a host's archive goes, if anywhere: HOST/NAME, or with ``nodes``
+    NODE/NAME, the node's name from the host through paths.host_path (a refusal noted in
+    ``refused``, once a name)."""
+    node, _, file = name.rpartition("/")
+    if file not in HOST_FILES or bool(node) != nodes:
+        return None
+    if not nodes:
+        return host_dir / file
+    try:
+        node_dir = host_path(fetch_dir, node)
+    except UnsafeName as exc:
+        refused.setdefault(ascii(node)[:80], f"host {host_dir.name}: Slurm node {exc}")
+        return None
+    safefile.make_dirs(node_dir)
+    return node_dir / file
 
 
 def _synthetic(per_host: list[bool | None]) -> bool | None:
@@ -446,7 +488,7 @@ def _conclude(
     try:
         tracker.close_followers()
         _copy_host_files(tracker.host_dirs, launch.run_dir / "hosts")
-        unpack_host_files(launch.run_dir / "hosts")
+        unpacked = unpack_host_files(launch.run_dir / "hosts", nodes=launch.executor == "slurm")
         tracker.recover(launch.run_dir / "hosts")
         tracker.stopped()
     finally:
@@ -473,6 +515,7 @@ def _conclude(
         synthetic_data=_synthetic([v["synthetic_data"] for v in seen]),
         slurm={k: v for k, v in tracker.slurm.items() if k != "_seen"} if tracker.slurm else None,
         image_ids=tracker.image_ids,
+        notes=list(dict.fromkeys([*tracker.refused.values(), *unpacked])),
     )
 
 
@@ -690,10 +733,16 @@ def stop(launches: list[Launch]) -> None:
 
 
 def stop_run(
-    run_id: str, hosts: list[str], inventory: Path, results_dir: Path, data_root: Path
+    run_id: str,
+    hosts: list[str],
+    inventory: Path,
+    results_dir: Path,
+    data_root: Path,
+    executor: str = "process",
 ) -> bool:
     """playbooks/stop.yml for a run this controller did not launch (cleanup after a
-    controller died); True if it ran to the end."""
+    controller died); True if it ran to the end. The files of a Slurm node whose name is
+    refused are left out (the record was written before)."""
     run_dir = results_dir / "runs" / run_id
     kill_leftover_ansible(run_dir)
     values = _stop_vars(
@@ -708,7 +757,7 @@ def stop_run(
     )
     extravars = declared("plays", {"fleetperf_runs": dict.fromkeys(hosts, values)})
     runner = _runner(run_dir / "ansible-cleanup", "stop.yml", inventory, extravars, len(hosts))
-    unpack_host_files(run_dir / "hosts")
+    unpack_host_files(run_dir / "hosts", nodes=executor == "slurm")
     return runner.rc == 0
 
 

@@ -432,7 +432,7 @@ class Session:
         result: CaseResult | None = outcome.result
         known = record.registry()
         metrics = dict(result.metrics) if result else {}
-        notes = list(result.notes) if result else []
+        notes = [*(result.notes if result else []), *outcome.notes]
         dropped = sorted(k for k in metrics if k not in known)
         if dropped:
             notes.append(f"metrics not in the registry, dropped: {', '.join(dropped)}")

@@ -115,20 +115,13 @@ def collect(
                 skipped.append(name)
                 continue
             with os.fdopen(fd, "rb") as src:
-                if tar is not None:  # the size and mode of what is open: no second lookup
-                    member = tar.gettarinfo(arcname=name, fileobj=src)
-                    member.uid = member.gid = 0
-                    member.uname = member.gname = ""
-                    tar.addfile(member, src)
+                if tar is not None:
+                    files.add_to_tar(tar, src, name)
                 else:
                     with open(os.path.join(dest, name), "xb") as out:
                         shutil.copyfileobj(src, out)
             copied.append(name)
     return dest, copied, skipped
-
-
-def plain(name: str) -> bool:
-    return bool(name) and "/" not in name and name not in (".", "..")
 
 
 def main() -> None:
@@ -141,8 +134,8 @@ def main() -> None:
         supports_check_mode=False,
     )
     names, archive = module.params["files"], module.params["archive"]
-    bad = [("files", n) for n in names if not plain(n)]
-    bad += [("archive", archive)] if archive is not None and not plain(archive) else []
+    bad = [("files", n) for n in names if not files.plain(n)]
+    bad += [("archive", archive)] if archive is not None and not files.plain(archive) else []
     if bad:
         field, name = bad[0]
         module.fail_json(msg=f"fleetperf_collect: {field}: {name!r} is not a plain file name")

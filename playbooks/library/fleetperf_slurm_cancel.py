@@ -9,8 +9,7 @@ description:
     job has ended. Otherwise writes O(reason) to C(cancel_reason), runs C(scancel) and
     waits up to O(grace) seconds until Slurm says the job ended (its tasks are killed on
     every node; Slurm sends SIGTERM, then SIGKILL after the site's KillWait).
-  - Returns C(nodes), the names of the nodes' directories under O(run_dir)/nodes, for the
-    play to collect their files.
+  - Then M(fleetperf_slurm_collect) snapshots the nodes' files (playbooks/tasks/slurm_stop.yml).
 options:
   run_dir: {description: The run's directory (shared)., type: path, required: true}
   reason:
@@ -27,7 +26,7 @@ requirements:
   - The Slurm client commands (C(scontrol), C(sacct), C(scancel)) on the login host.
 seealso:
   - module: fleetperf_slurm_submit
-  - module: fleetperf_collect
+  - module: fleetperf_slurm_collect
 author:
   - The fleetperf project
 """
@@ -37,10 +36,6 @@ EXAMPLES = r"""
   fleetperf_slurm_cancel:
     run_dir: /shared/fleetperf/runs/distilbert-20250101-120000-ab12
   register: cancelled
-
-- name: Collect each node's files
-  ansible.builtin.include_tasks: slurm_collect.yml
-  loop: "{{ cancelled.nodes }}"
 """
 
 RETURN = r"""
@@ -55,12 +50,6 @@ state:
   returned: when the job was cancelled
   type: str
   sample: CANCELLED
-nodes:
-  description: The names of the node directories under O(run_dir)/nodes.
-  returned: success
-  type: list
-  elements: str
-  sample: [node-1, node-2]
 """
 
 import os
@@ -99,7 +88,7 @@ def main() -> None:
                 )
             time.sleep(0.5)
         result.update(changed=True, state=(info or {}).get("JobState", "UNKNOWN"))
-    module.exit_json(nodes=sorted(slurm.node_dirs(run_dir)), **result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

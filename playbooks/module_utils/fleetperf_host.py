@@ -19,8 +19,10 @@ import fcntl
 import json
 import os
 import stat
+import tarfile
 import tempfile
 from collections.abc import Iterator
+from typing import BinaryIO
 
 PID_FILE = "workload.pid"  # the supervisor's pid, which is also its process group
 IDENTITY = "workload.id"  # JSON: pid, boot_id, start (clock ticks after boot)
@@ -63,6 +65,20 @@ def read_bytes(
 def read_text(path: str, tail: int | None = None) -> str | None:
     data = read_bytes(path, tail=tail)
     return None if data is None else data.decode("utf-8", "replace")
+
+
+def plain(name: str) -> bool:
+    """A plain file name: one component, not . or .."""
+    return bool(name) and "/" not in name and name not in (".", "..")
+
+
+def add_to_tar(tar: tarfile.TarFile, src: BinaryIO, name: str) -> None:
+    """The regular file open as ``src`` as member ``name``: its size and mode from what is
+    open (no second lookup of a name the workload may have changed), owned by nobody."""
+    member = tar.gettarinfo(arcname=name, fileobj=src)
+    member.uid = member.gid = 0
+    member.uname = member.gname = ""
+    tar.addfile(member, src)
 
 
 def regular_stat(path: str) -> os.stat_result | None:
