@@ -375,20 +375,27 @@ def test_a_config_is_named_by_chip_nodes_and_devices() -> None:
         ("env: {lower: x}\n", "env.lower: not a variable name"),
         ("env: {9LIVES: x}\n", "env.9LIVES: not a variable name"),
         ("env: {A-B: x}\n", "env.A-B: not a variable name"),
-        ("env: {PYTHONPATH: /x}\n", "env.PYTHONPATH: a config may not set it: fleetperf sets it"),
-        ("env: {PYTHONSTARTUP: /x}\n", "env.PYTHONSTARTUP: a config may not set it: it makes"),
-        ("env: {LD_PRELOAD: /x.so}\n", "env.LD_PRELOAD: a config may not set it: it makes"),
-        ("env: {PATH: /x}\n", "env.PATH: a config may not set it"),
-        ("env: {MASTER_PORT: '1'}\n", "env.MASTER_PORT: a config may not set it: torchrun"),
-        ("env: {TORCHELASTIC_RUN_ID: x}\n", "env.TORCHELASTIC_RUN_ID: a config may not set it"),
-        ("env: {SLURM_NTASKS: '2'}\n", "env.SLURM_NTASKS: a config may not set it: Slurm"),
-        ("env: {GLOO_SOCKET_IFNAME: eth0}\n", "env.GLOO_SOCKET_IFNAME: a config may not set it"),
+        ("env: {PYTHONPATH: /x}\n", "env.PYTHONPATH: not a vendor setting a config may pass"),
+        ("env: {LD_PRELOAD: /x.so}\n", "env.LD_PRELOAD: not a vendor setting a config may"),
+        ("env: {PATH: /x}\n", "env.PATH: not a vendor setting"),
+        ("env: {MASTER_PORT: '1'}\n", "env.MASTER_PORT: not a vendor setting"),
+        ("env: {TORCHELASTIC_RUN_ID: x}\n", "env.TORCHELASTIC_RUN_ID: not a vendor setting"),
+        ("env: {SLURM_NTASKS: '2'}\n", "env.SLURM_NTASKS: not a vendor setting"),
+        ("env: {GLOO_SOCKET_IFNAME: eth0}\n", "env.GLOO_SOCKET_IFNAME: not a vendor setting"),
+        ("env: {NCCL_SOCKET_IFNAME: ib0}\n", "env.NCCL_SOCKET_IFNAME: a config may not set it"),
+        ("env: {CUDA_VISIBLE_DEVICES: '0'}\n", "CUDA_VISIBLE_DEVICES: a config may not set it"),
+        ("env: {NCCL_NET_PLUGIN: x}\n", "env.NCCL_NET_PLUGIN: a config may not set it: it names"),
+        ("env: {CUDA_INJECTION64_PATH: /x}\n", "INJECTION64_PATH: a config may not set it"),
+        ("env: {OMP_TOOL_LIBRARIES: /x.so}\n", "OMP_TOOL_LIBRARIES: a config may not set it"),
+        ("env: {NCCL_CONF_FILE: /x}\n", "env.NCCL_CONF_FILE: a config may not set it"),
+        ("env: {TORCH_HUB: /x}\n", "env.TORCH_HUB: not a vendor setting"),
         ("env: {BKCL_FORCE_SYNC: 1}\n", 'env.BKCL_FORCE_SYNC: expected a string; quote it ("1")'),
-        ("env: {A: true}\n", "env.A: expected a string (got True)"),
-        ("env: {A: {B: c}}\n", "env.A: expected a string (got {'B': 'c'})"),
-        ("env: {A: [b]}\n", "env.A: expected a string (got ['b'])"),
-        ("env: {A: null}\n", "env.A: expected a string (got None)"),
-        ('env: {A: "x\\0y"}\n', "env.A: a NUL character cannot be in the environment"),
+        ("env: {NCCL_A: true}\n", "env.NCCL_A: expected a string (got True)"),
+        ("env: {NCCL_A: {B: c}}\n", "env.NCCL_A: expected a string (got {'B': 'c'})"),
+        ("env: {NCCL_A: [b]}\n", "env.NCCL_A: expected a string (got ['b'])"),
+        ("env: {NCCL_A: null}\n", "env.NCCL_A: expected a string (got None)"),
+        ('env: {NCCL_A: "x\\0y"}\n', "env.NCCL_A: a NUL character cannot be in the environment"),
+        ("env: {NCCL_A: " + "x" * 4097 + "}\n", "env.NCCL_A: longer than 4096 characters"),
     ],
 )
 def test_a_bad_env_names_file_and_field(cases: Path, text: str, needle: str) -> None:
@@ -406,11 +413,11 @@ def test_a_config_env_is_kept_as_written(cases: Path) -> None:
     write_config(
         cases,
         "CPUx1x3",
-        'env: {A_1: "", _B: "{data_dir}/t {{ x }}", NCCL_DEBUG: INFO}\n',
+        'env: {NCCL_A_1: "", XPU_B: "{data_dir}/t {{ x }}", NCCL_DEBUG: INFO}\n',
     )
     case = catalog.load_case("distilbert-pytorch", cases)
     config = catalog.load_config(case, "cpu/CPUx1x3")
-    assert config.env == {"A_1": "", "_B": "{data_dir}/t {{ x }}", "NCCL_DEBUG": "INFO"}
+    assert config.env == {"NCCL_A_1": "", "XPU_B": "{data_dir}/t {{ x }}", "NCCL_DEBUG": "INFO"}
     assert catalog.resolve(case, config).config.env == config.env
     write_config(cases, "CPUx1x4", "overrides: {}\n")  # no env: none
     assert catalog.load_config(case, "cpu/CPUx1x4").env == {}

@@ -30,49 +30,64 @@ CONFIG_NAME = re.compile(  # fullmatch: "$" would let a final newline in
     r"(?P<chip>[A-Za-z0-9_.-]+?)x(?P<nnodes>\d+)x(?P<nproc>\d+)(?:-(?P<variant>[a-z0-9]+))?"
 )
 
-# A config's env (docs/new-case.md): names as POSIX shells take them, upper case.
 VENDOR = re.compile(r"[a-z0-9][a-z0-9_-]*")  # a directory under a case's configs/
+# A config's env (docs/new-case.md): names as POSIX shells take them, upper case.
 ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")  # fullmatch
-# Names a config may not set, and why: fleetperf, torchrun or Slurm set them for the
-# workload (a config's value would break the launch), or they make processes load code
-# from a path, which is the host's setup (the inventory's fleetperf_workload_env), not a
-# config's: configs are data (docs/security.md).
-_SETS_ITSELF = "fleetperf sets it for the workload"
+# An allow-list (issue 26): the settings vendor stacks document for their libraries. A name
+# outside it may steer a shell or a launcher instead: SHELLOPTS=xtrace with PS4="$(cmd)" ran
+# a command in the Slurm job script's bash; HOME, BASH_ENV, ENV, IFS, SBATCH_* and SLURM_*
+# steer bash, Python's site directory, sbatch and srun; PYTHON*, LD_* and PATH load code.
+ENV_PREFIXES = (
+    "NCCL_",  # NVIDIA's collectives (Iluvatar CoreX reads the same names)
+    "CUDA_",  # the CUDA runtime (CUDA_DEVICE_MAX_CONNECTIONS, CUDA_LAUNCH_BLOCKING)
+    "CUBLAS_",  # CUBLAS_WORKSPACE_CONFIG
+    "CUDNN_",
+    "TORCH_NCCL_",  # torch's NCCL process group; other TORCH_ names load code, below
+    "BKCL_",  # Kunlunxin's collectives, as FlagPerf's kunlunxin configs set them
+    "XPU_",
+    "XDNN_",
+    "XCCL_",
+    "XBLAS_",
+    "XMLIR_",
+    "OMP_",  # OpenMP, Intel's MKL and its OpenMP runtime
+    "MKL_",
+    "KMP_",
+)
+ENV_NAMES = frozenset(
+    {
+        "TORCH_DISTRIBUTED_DEBUG",  # not TORCH_*: TORCH_HUB and TORCH_EXTENSIONS_DIR load
+        "TORCH_SHOW_CPP_STACKTRACES",  # code, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD unpickles it
+        "TORCH_CPP_LOG_LEVEL",
+        "TORCH_LOGS",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "PYTORCH_NO_CUDA_MEMORY_CACHING",
+        # Iluvatar CoreX's own, as FlagPerf's iluvatar configs set them (aquila2_*/config.py)
+        "UMD_CCLINLASTCE",
+        "ENABLE_FLASH_ATTENTION_WITH_IXDNN",
+        # Hugging Face's offline switches: no download at run time
+        "HF_HUB_OFFLINE",
+        "HF_DATASETS_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+    }
+)
+ALLOWED_ENV = ", ".join([f"{p}*" for p in ENV_PREFIXES] + sorted(ENV_NAMES))
+# Within the allow-list, still a host's, not a config's: which devices and interfaces it
+# lends, and names that tell a library where to load code or more settings from.
 _PER_HOST = "fleetperf sets it per host (set it in the inventory's fleetperf_workload_env)"
-_TORCHRUN = "torchrun sets it for each process"
 _LOADS_CODE = (
-    "it makes processes load code from a path: the host's setup"
+    "it names a place code or settings are loaded from: the host's setup"
     " (the inventory's fleetperf_workload_env), not a config's"
 )
-OWNED_ENV: dict[str, str] = {
-    "PYTHONPATH": _SETS_ITSELF,
-    "PYTHONUNBUFFERED": _SETS_ITSELF,
-    "GLOO_SOCKET_IFNAME": _PER_HOST,
+HOST_ENV: dict[str, str] = {
     "NCCL_SOCKET_IFNAME": _PER_HOST,
-    **dict.fromkeys(
-        (
-            "RANK",
-            "LOCAL_RANK",
-            "WORLD_SIZE",
-            "LOCAL_WORLD_SIZE",
-            "GROUP_RANK",
-            "GROUP_WORLD_SIZE",
-            "ROLE_RANK",
-            "ROLE_WORLD_SIZE",
-            "ROLE_NAME",
-            "MASTER_ADDR",
-            "MASTER_PORT",
-        ),
-        _TORCHRUN,
-    ),
-    **dict.fromkeys(("PATH", "BASH_ENV", "ENV"), _LOADS_CODE),
+    "NCCL_CONF_FILE": _LOADS_CODE,  # more NCCL_* settings, plugins among them
 }
-OWNED_ENV_PREFIXES: dict[str, str] = {
-    "TORCHELASTIC_": _TORCHRUN,
-    "SLURM_": "Slurm sets it for the job",
-    "LD_": _LOADS_CODE,  # LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT
-    "PYTHON": _LOADS_CODE,  # PYTHONSTARTUP, PYTHONHOME, PYTHONWARNINGS (imports categories)
+HOST_ENV_SUFFIXES: dict[str, str] = {
+    "_VISIBLE_DEVICES": "the devices a host lends are the host's (the inventory's"
+    " fleetperf_workload_env); nproc_per_node says how many a run uses",
+    **dict.fromkeys(("_PATH", "_HOME", "_DIR", "_PLUGIN", "_LIBRARY", "_LIBRARIES"), _LOADS_CODE),
 }
+MAX_ENV_VALUE = 4096  # far above any vendor setting; exec fails past 128 KiB (E2BIG)
 
 
 class _Loader(yaml.SafeLoader):
@@ -127,6 +142,9 @@ class CaseSpec(_Strict):
     # Harness run settings (sample budget, logging, workers): kept in the record's hp, left
     # out of the table's fix_hp, which shows the seed's hyperparameters (bs, lr, ...).
     settings: list[str] = Field(default_factory=list)
+    # Hyperparameters the seed's fix_hp column names on every row, overridden or not (seed
+    # 000 prints "bs=8, lr=1e-05" on each), before the overrides.
+    fix_hp_shows: list[str] = Field(default_factory=list)
     # Limits for case-specific numeric keys (the shared ones are in Hyperparameters).
     bounds: dict[str, Bounds] = Field(default_factory=dict)
     # Allowed values of string keys; the workload checks config.json the same way (harness.case).
@@ -145,8 +163,9 @@ class Hyperparameters(BaseModel):
     learning_rate: PositiveFloat | None = None
     weight_decay: float | None = Field(default=None, ge=0)
     max_seq_length: PositiveInt | None = None
-    max_samples: PositiveInt | None = None
-    eval_every_samples: PositiveInt | None = None
+    # 0: no sample budget / no evaluation by samples (a case that counts epochs instead)
+    max_samples: int | None = Field(default=None, ge=0)
+    eval_every_samples: int | None = Field(default=None, ge=0)
     target_acc: float | None = Field(default=None, gt=0, le=1)
     log_every_steps: PositiveInt | None = None
     warmup_steps: int | None = Field(default=None, ge=0)
@@ -198,7 +217,8 @@ class RunSpec(_Strict):
         fix_hp shows "数据精度=fp16"; the record has its own precision field too)."""
         in_column = "precision" in self.case.report
         hidden = {*(["precision"] if in_column else []), *self.case.settings}
-        return {k: v for k, v in self.fix_hp.items() if k not in hidden}
+        shown = {k: self.hp[k] for k in self.case.fix_hp_shows}
+        return {**shown, **{k: v for k, v in self.fix_hp.items() if k not in hidden}}
 
     @property
     def world_size(self) -> int:
@@ -250,7 +270,7 @@ def load_case(name: str, cases_dir: Path = CASES_DIR) -> CaseSpec:
         raise CatalogError(f"{_rel(path)}: name: {case.name!r} differs from the folder {name!r}")
     _check_hp(_rel(path), "defaults", case.defaults)
     _check_report(_rel(path), case)
-    for field in ("overridable", "settings"):
+    for field in ("overridable", "settings", "fix_hp_shows"):
         unknown = [k for k in getattr(case, field) if k not in case.defaults]
         if unknown:
             raise CatalogError(f"{_rel(path)}: {field}: {unknown[0]!r} has no default")
@@ -326,9 +346,10 @@ def load_config(case: CaseSpec, ref: str) -> VendorConfig:
 
 
 def _check_env(where: str, env: Any) -> dict[str, str]:
-    """A config's ``env``: NAME -> string, no name that fleetperf, torchrun or Slurm own
-    or that loads code. Values are strings only: YAML would turn 1, yes or 1e3 into
-    something else, so a number must be quoted and reaches the workload as written."""
+    """A config's ``env``: NAME -> string, each name on the allow-list and not a host's.
+    Values are strings only: YAML would turn 1, yes or 1e3 into something else, so a number
+    must be quoted and reaches the workload as written. Values are never evaluated (no
+    shell reads them as code: the names that would make one do are refused)."""
     if env is None:
         return {}
     if not isinstance(env, dict):
@@ -336,8 +357,13 @@ def _check_env(where: str, env: Any) -> dict[str, str]:
     for name, value in env.items():
         if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
             raise CatalogError(f"{where}: env.{name}: not a variable name ([A-Z_][A-Z0-9_]*)")
-        reason = OWNED_ENV.get(name) or next(
-            (why for prefix, why in OWNED_ENV_PREFIXES.items() if name.startswith(prefix)), None
+        if not (name.startswith(ENV_PREFIXES) or name in ENV_NAMES):
+            raise CatalogError(
+                f"{where}: env.{name}: not a vendor setting a config may pass"
+                f" (allowed: {ALLOWED_ENV}; docs/new-case.md)"
+            )
+        reason = HOST_ENV.get(name) or next(
+            (why for suffix, why in HOST_ENV_SUFFIXES.items() if name.endswith(suffix)), None
         )
         if reason:
             raise CatalogError(f"{where}: env.{name}: a config may not set it: {reason}")
@@ -349,6 +375,8 @@ def _check_env(where: str, env: Any) -> dict[str, str]:
             )
         if "\0" in value:
             raise CatalogError(f"{where}: env.{name}: a NUL character cannot be in the environment")
+        if len(value) > MAX_ENV_VALUE:
+            raise CatalogError(f"{where}: env.{name}: longer than {MAX_ENV_VALUE} characters")
     return env
 
 
