@@ -3,6 +3,7 @@ and two controllers writing at once."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
 import sys
@@ -12,7 +13,10 @@ from pathlib import Path
 import pytest
 from seed_records import llama_finetune, seed001_records, store_at_version
 
-from tui.store import SCHEMA_VERSION, ResultStore, StoreError
+from tui import cli
+from tui.fleet import new_run_id
+from tui.store import SCHEMA_VERSION, ResultStore, StoreError, controller_id
+from tui.tables import short_id
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -302,3 +306,48 @@ def test_a_version_3_store_gains_the_synthetic_flag(tmp_path: Path) -> None:
         for flag in (True, False):
             store.add(second.model_copy(update={"synthetic_data": flag}))
             assert store.get(second.run_id).synthetic_data is flag
+
+
+# A controller that creates a run 'running' under its own lease, then, told to on stdin,
+# finishes it 'passed' (issue 26 point 9).
+_OWNER = """
+import sys
+from seed_records import seed001_records
+from tui.store import ResultStore, controller_id
+run = seed001_records()[0].model_copy(update={"status": "running", "controller": controller_id()})
+with ResultStore(sys.argv[1]) as store:
+    store.add(run)
+    print("running", flush=True)
+    sys.stdin.readline()
+    store.add(run.model_copy(update={"status": "passed"}))
+"""
+
+
+def test_only_the_controller_that_created_a_run_replaces_it(tmp_path: Path) -> None:
+    path = tmp_path / "fleetperf.sqlite"
+    env = {"PYTHONPATH": f"{REPO}:{REPO / 'tests'}", "PATH": "/usr/bin:/bin"}
+    argv = [sys.executable, "-c", _OWNER, str(path)]
+    with subprocess.Popen(
+        argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as owner:
+        assert owner.stdout.readline() == "running\n"
+        with ResultStore(path) as store:
+            theirs = store.get("r1")
+            assert theirs.controller != controller_id()  # another process: another lease
+            mine = seed001_records()[0].model_copy(update={"controller": controller_id()})
+            with pytest.raises(StoreError, match=r"run r1 belongs to another controller"):
+                store.add(mine)
+            assert store.get("r1") == theirs
+            owner.communicate("done\n", timeout=60)
+            assert owner.returncode == 0
+            assert store.get("r1") == theirs.model_copy(update={"status": "passed"})
+
+
+def test_run_ids_carry_64_random_bits_and_a_short_form() -> None:
+    ids = [new_run_id("distilbert-pytorch") for _ in range(200)]
+    tokens = [run_id.rsplit("-", 1)[1] for run_id in ids]
+    for run_id, token in zip(ids, tokens, strict=True):
+        assert re.fullmatch(r"\d{8}-\d{6}-distilbert-pytorch-[0-9a-f]{16}", run_id)
+        cli._check_run_id(run_id, "--prune")  # what prune and results accept
+        assert token.startswith(short_id(run_id)) and len(short_id(run_id)) == 6
+    assert len(set(tokens)) == len(tokens)

@@ -24,7 +24,7 @@ from typing import Any
 
 from ansible_runner import Runner
 
-from tui import caseimports, images, safefile
+from tui import caseimports, images, liveness, safefile
 from tui.ansiblerun import (
     PLAY_FILE,
     PLAYBOOKS,
@@ -69,20 +69,12 @@ HOST_FILES = ("events.jsonl", "stdout.log", "stderr.log", "exit_code", "config.j
 HOST_ARCHIVE = "files.tar"  # what a host's files are fetched in (playbooks/tasks/collect.yml)
 
 
-_ISSUED: set[str] = set()  # run ids this process made: a 32-run batch drew one twice
-_ISSUING = threading.Lock()
-
-
 def new_run_id(case: str) -> str:
-    """STAMP-CASE-XXXX, never one this process made before (the runs of a batch are
-    planned within a second, and four hex digits collide there: 0.8 % for 32 runs)."""
-    with _ISSUING:
-        while True:
-            stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-            run_id = f"{stamp}-{case}-{secrets.token_hex(2)}"
-            if run_id not in _ISSUED:
-                _ISSUED.add(run_id)
-                return run_id
+    """STAMP-CASE-TOKEN, TOKEN 16 hex digits: 64 random bits, so that no two controllers
+    on one results directory draw the same id (four digits collided within one 32-run batch;
+    the store refuses the rare repeat, tui/store.py). Tables show the token's first digits."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    return f"{stamp}-{case}-{secrets.token_hex(8)}"
 
 
 def _case_path(case_dir: Path) -> str:
@@ -102,12 +94,7 @@ def controller_vars(results_dir: Path, data_root: Path) -> dict[str, str]:
 
 def _controller() -> dict[str, Any]:
     """Who holds a host lease: a host sees whether this process is gone (same boot)."""
-    boot_id = Path("/proc/sys/kernel/random/boot_id")
-    return {
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "boot_id": boot_id.read_text().strip() if boot_id.exists() else None,
-    }
+    return {"host": socket.gethostname(), "pid": os.getpid(), "boot_id": liveness.boot_id()}
 
 
 @dataclass

@@ -44,7 +44,7 @@ COLUMN_ALIASES = {
 QUALIFIED = re.compile(r"^(?P<key>[^()]+)\((?P<qualifier>[^()]+)\)$")
 _CONFIG = re.compile(r"^(?P<chip>.+)x(?P<nnodes>\d+)x(?P<nproc>\d+)(?:-[a-z0-9]+)?$")  # catalog's
 # A run id names its directory (<results>/runs/<run_id>): one plain path component, as
-# tui/fleet.py's new_run_id makes them (20261121-193000-distilbert-pytorch-ab12).
+# tui/fleet.py's new_run_id makes them (20261121-193000-distilbert-pytorch-3fa2c01d9e4b7a65).
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 
 # Seed 000/001 (training) and seed 002 (inference) layouts: used when a record names none.
@@ -181,7 +181,7 @@ class RunRecord(BaseModel):
     short_names: dict[str, str] = Field(default_factory=dict)
     run_dir: str | None = None
     inventory: str | None = None
-    controller: str | None = None  # "hostname:pid" of the controller that ran it
+    controller: str | None = None  # the lease of the controller that ran it (tui/liveness.py)
     cleaned: bool = False  # an interrupted run whose remote work `fleetperf cleanup` stopped
 
     @field_validator("started", "finished", mode="before")

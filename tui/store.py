@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import threading
 import time
@@ -18,7 +17,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NamedTuple, Self
 
-from tui import safefile
+from tui import liveness, safefile
 from tui.errors import StoreError
 from tui.record import RunRecord
 
@@ -223,9 +222,18 @@ class ResultStore:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     def add(self, record: RunRecord) -> None:
-        """Insert, or replace the run with the same run_id (its metrics too), atomically."""
+        """Insert, or replace the run with the same run_id (its metrics too), atomically.
+        Only the controller that created a run replaces it: StoreError for another's."""
         metrics = [(record.run_id, k, v) for k, v in record.metrics.items() if v is not None]
         with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT controller FROM runs WHERE run_id = ?", (record.run_id,)
+            ).fetchone()
+            if row is not None and row["controller"] != record.controller:
+                raise StoreError(
+                    f"{self.path}: run {record.run_id} belongs to another controller"
+                    f" ({row['controller']}); not replaced"
+                )
             conn.execute(_UPSERT_RUN, _run_row(record))
             conn.execute("DELETE FROM metrics WHERE run_id = ?", (record.run_id,))
             conn.executemany("INSERT INTO metrics (run_id, name, value) VALUES (?, ?, ?)", metrics)
@@ -253,6 +261,16 @@ class ResultStore:
         with self._transaction(write=False) as conn:
             rows = conn.execute(sql, params).fetchall()
             return [_read_record(conn, row) for row in reversed(rows)]
+
+    def interrupt(self, record: RunRecord, error: str) -> bool:
+        """Mark a run 'interrupted' if it is still 'running' under the same controller."""
+        with self._transaction() as conn:
+            changed = conn.execute(
+                "UPDATE runs SET status = 'interrupted', error = ? WHERE run_id = ?"
+                " AND status = 'running' AND controller IS ?",
+                (error, record.run_id, record.controller),
+            )
+            return changed.rowcount > 0
 
     def delete(self, run_id: str) -> bool:
         """Remove one run and its metrics; False if there was none."""
@@ -309,37 +327,20 @@ def _where(conditions: list[str]) -> str:
 
 
 def controller_id() -> str:
-    """Who runs a run: "hostname:pid" of this controller."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
+    """Who runs a run: this controller's lease (tui/liveness.py), as records keep it."""
+    return liveness.this_controller().text()
 
 
 def mark_interrupted(store: ResultStore) -> list[RunRecord]:
-    """Runs left 'running' by a controller of this machine that is gone -> 'interrupted'.
-    (A controller on another machine is not ours to judge: its runs stay as they are.)"""
-    host = socket.gethostname()
+    """Runs left 'running' by a controller that this one can prove gone -> 'interrupted'.
+    (One it cannot judge, in another PID namespace or on another machine, stays running.)"""
+    error = "the controller stopped while the run was running"
     marked = []
     for record in store.list(status="running"):
-        owner, _, pid = (record.controller or "").rpartition(":")
-        if owner != host or not pid.isdigit() or _alive(int(pid)):
-            continue
-        record = record.model_copy(
-            update={
-                "status": "interrupted",
-                "error": "the controller stopped while the run was running",
-            }
-        )
-        store.add(record)
-        marked.append(record)
+        if liveness.proven_dead(liveness.parse(record.controller)) and store.interrupt(
+            record, error
+        ):
+            marked.append(record.model_copy(update={"status": "interrupted", "error": error}))
     return marked
 
 

@@ -90,8 +90,9 @@ def config_label(chip: str, nnodes: int, nproc_per_node: int) -> str:
 
 
 def short_id(run_id: str) -> str:
-    """The run id's random tail (``...-emitter-3fa2`` -> ``3fa2``): unique enough on screen."""
-    return run_id.rsplit("-", 1)[-1]
+    """The first six digits of the run id's random tail (``...-emitter-3fa2c01d9e4b7a65``
+    -> ``3fa2c0``; older ids' four whole): typed back, unique enough among a table's runs."""
+    return run_id.rsplit("-", 1)[-1][:6]
 
 
 def format_fix_hp(
