@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "cases"))
 
 import harness  # noqa: E402
+from half_run import half_run  # noqa: E402
 from harness import memory  # noqa: E402
 from harness.device import STACKS, Device, cpu_model, smi_process_memory_bytes  # noqa: E402
 
@@ -258,43 +259,10 @@ def test_cast_weights_casts_as_flagperfs_model_half(precision, dtype):
     assert {p.dtype for p in cast.parameters()} == {getattr(torch, dtype)}
 
 
-CASE_YAML = """\
-name: halfcase
-model: linear
-dataset: random
-task: test
-kind: training
-entrypoint: run.py
-report: [p_train]
-defaults: {precision: fp16, seed: 1}
-"""
-
-
 @pytest.fixture
-def fp16_run(tmp_path, float32_math):
-    """A real harness.Run whose device is an fp16 CPU device with a GradScaler (the CPU
-    vendor refuses fp16 on open: float16 CPU math is only good enough for this test)."""
-    import argparse
-    import json
-
-    import torch
-    from harness.case import load_case_file
-
-    case = tmp_path / "halfcase"
-    case.mkdir()
-    (case / "case.yaml").write_text(CASE_YAML)
-    config = tmp_path / "config.json"
-    hp = {"precision": "fp16", "seed": 1}
-    config.write_text(json.dumps({"vendor": "cpu", "chip": "CPU", "precision": "fp32", "hp": hp}))
-    args = argparse.Namespace(config=config, data_dir=tmp_path, run_dir=tmp_path)
-    events = harness.EventWriter(tmp_path / "events.jsonl", 0, 0)
-    try:
-        run = harness.Run(load_case_file(case), args, harness.DistEnv(), events)
-        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
-        run.device = Device("cpu", "fp16", torch.device("cpu"), STACKS["cpu"], "CPU", None, scaler)
+def fp16_run(tmp_path):
+    with half_run(tmp_path) as run:
         yield run
-    finally:
-        torch.set_flush_denormal(False)
 
 
 def test_a_half_model_trains_on_float32_masters(fp16_run):

@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import REPO, Fleetperf
+from harness import Run
 
 CASE_DIR = REPO / "cases" / "glm-pytorch"
 sys.path.insert(0, str(CASE_DIR))
@@ -26,12 +28,15 @@ from glm_model import (  # noqa: E402
     blank_infilling_mask,
     load_state_dict_file,
 )
-from glm_optim import annealing_lr, param_groups  # noqa: E402
+from glm_optim import annealing_lr, glm_optimizer, optimize, param_groups  # noqa: E402
+from half_run import half_run  # noqa: E402
 from harness.case import Hyper  # noqa: E402
 from harness.errors import InputError  # noqa: E402
 from record import WordPiece, collate, encode_question, read_record  # noqa: E402
 
 from tui import catalog  # noqa: E402
+from tui.record import RunRecord  # noqa: E402
+from tui.tables import to_markdown  # noqa: E402
 
 MASK, SOP, EOP = 4, 2, 3
 X = [11, 12, 13, 14, 15, 16]  # x1 .. x6
@@ -179,17 +184,21 @@ def test_cloze_scores_are_candidate_log_likelihoods() -> None:
 
 
 # -------------------------------------------------------------- seed 000: budget, schedule
-# FlagPerf's training/<vendor>/glm-pytorch/config/config_<row>.py over its glm _base.py:
-# (max_samples_termination, lr_decay_iters, eval_batch_size); 2x8 sets no budget (_base's).
+# FlagPerf e5edef37 training/<vendor>/glm-pytorch/config/config_<row>.py over its glm
+# _base.py: (max_samples_termination, lr_decay_iters, eval_batch_size); every row eval 8 and
+# 4338 decay steps (an earlier commit had 1x8/2x8 at eval 4, 2x8 at 2169); 2x8's budget is
+# _base's 1388270 * 4.
 FLAGPERF_ROWS = {
     "iluvatar/BI-V100x1x1": (24135, 4338, 8),
-    "iluvatar/BI-V100x1x8": (5553080, 4338, 4),
-    "iluvatar/BI-V100x2x8": (5553080, 2169, 4),
+    "iluvatar/BI-V100x1x8": (5553080, 4338, 8),
+    "iluvatar/BI-V100x2x8": (5553080, 4338, 8),
     "nvidia/A100x1x8": (5553080, 4338, 8),
 }
 
 
-def test_each_config_has_flagperfs_budget_and_schedule() -> None:
+def test_each_config_has_flagperfs_budget_schedule_and_precision() -> None:
+    """The seed rows run fp16 as FlagPerf's code did (_base.py fp16 = True, model.half());
+    the CPU config, not a seed row, runs fp32."""
     case = catalog.load_case("glm-pytorch", REPO / "cases")
     assert set(FLAGPERF_ROWS) | {"cpu/CPUx1x1"} == set(catalog.config_refs(case))
     for ref, (budget, decay_iters, eval_bs) in FLAGPERF_ROWS.items():
@@ -198,6 +207,52 @@ def test_each_config_has_flagperfs_budget_and_schedule() -> None:
         assert got == (budget, decay_iters, eval_bs), ref
         assert (hp["lr_warmup"], hp["lr_decay_ratio"], hp["learning_rate"]) == (0.1, 0.1, 1e-5)
         assert (hp["train_batch_size"], hp["weight_decay"], hp["clip_grad"]) == (8, 0.1, 1.0)
+        assert hp["precision"] == "fp16", ref
+    cpu = catalog.resolve(case, catalog.load_config(case, "cpu/CPUx1x1"))
+    assert cpu.hp["precision"] == "fp32"
+
+
+def _record(spec: catalog.RunSpec, metrics: dict[str, float]) -> RunRecord:
+    return RunRecord(
+        run_id=f"r-{spec.config.name}",
+        case=spec.case.name,
+        vendor=spec.config.vendor,
+        config=spec.config.name,
+        status="passed",
+        started="2026-11-26T10:00:00Z",
+        precision=spec.precision,
+        fix_hp=spec.seed_fix_hp,
+        hp=spec.hp,
+        chip=spec.config.chip,
+        nnodes=spec.config.nnodes,
+        nproc_per_node=spec.config.nproc_per_node,
+        columns=spec.case.report,
+        short_names=spec.case.short_names,
+        metrics=metrics,
+    )
+
+
+def test_seed_rows_print_the_seeds_label_and_fix_hp() -> None:
+    """Seed 000's rows as the controller records them: precision the page's fp32 beside the
+    fp16 that ran, fix_hp bs and lr on every row (not eval_batch_size/lr_decay_iters)."""
+    case = catalog.load_case("glm-pytorch", REPO / "cases")
+    seed = {  # the page's acc and mem (GiB used; BI-V100 32.0 total)
+        "iluvatar/BI-V100x1x8": {"acc": 0.806, "mem_used_gib": 29.7, "mem_total_gib": 32.0},
+        "iluvatar/BI-V100x1x1": {"mem_used_gib": 28.8, "mem_total_gib": 32.0},
+        "iluvatar/BI-V100x2x8": {"mem_used_gib": 28.3, "mem_total_gib": 32.0},
+        "cpu/CPUx1x1": {},
+    }
+    specs = [catalog.resolve(case, catalog.load_config(case, ref)) for ref in seed]
+    table = to_markdown([_record(s, m) for s, m in zip(specs, seed.values(), strict=True)])
+    assert table.splitlines()[2:8] == [
+        "| 配置 | precision | fix_hp | e2e_time | p_whole | p_train | p_core | acc | mem |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| BI-V100单机8卡（1x8） | fp32 (FP16) | bs=8,lr=1e-05 | / | / | / | / | 0.806 | 29.7/32.0 |",  # noqa: E501 (a seed row)
+        "| BI-V100单机单卡（1x1） | fp32 (FP16) | bs=8,lr=1e-05 | / | / | / | / | / | 28.8/32.0 |",
+        "| BI-V100两机8卡（2x8） | fp32 (FP16) | bs=8,lr=1e-05 | / | / | / | / | / | 28.3/32.0 |",
+        "| CPU单机单卡（1x1） | fp32 | bs=8,lr=0.005,weight_decay=0.0,seq=48,heads=4,dropout=0.0,"
+        "checkpoint_activations=false,lr_decay_iters=1000 | / | / | / | / | / | / |",
+    ]
 
 
 def _lr_after(hp: dict, steps: int) -> float:
@@ -221,15 +276,58 @@ def _lr_after(hp: dict, steps: int) -> float:
         ("iluvatar/BI-V100x1x8", 2169, 0.6),  # 4/9 of the decay: 1 - 0.9 x 4/9
         ("iluvatar/BI-V100x1x8", 4338, 0.1),
         ("iluvatar/BI-V100x1x8", 5000, 0.1),  # held after lr_decay_iters
-        # 2x8: half the steps (216.9 warm-up, 1952.1 decay)
-        ("iluvatar/BI-V100x2x8", 100, 100 / 216.9),
-        ("iluvatar/BI-V100x2x8", 2169, 0.1),
+        # 2x8: the same 4338 steps at e5edef37 (2169 was an earlier commit's)
+        ("iluvatar/BI-V100x2x8", 100, 100 / 433.8),
+        ("iluvatar/BI-V100x2x8", 2169, 0.6),
     ],
 )
 def test_schedule_is_flagperfs_warmup_and_linear_decay(ref: str, steps: int, factor: float) -> None:
     case = catalog.load_case("glm-pytorch", REPO / "cases")
     hp = catalog.resolve(case, catalog.load_config(case, ref)).hp
     assert _lr_after(hp, steps) == pytest.approx(1e-5 * factor, rel=1e-9, abs=1e-15)
+
+
+@pytest.fixture
+def fp16_run(tmp_path: Path) -> Iterator[Run]:
+    with half_run(tmp_path) as run:
+        yield run
+
+
+def test_fp16_trains_a_half_model_and_skips_the_schedule_on_overflow(fp16_run: Run) -> None:
+    """FlagPerf's GLM fp16: model.half(), float32 masters, loss scaling from 2^32; a step
+    skipped for an overflow leaves the weights and the learning-rate schedule where they
+    were (trainer_adapter.backward), the scale halves until the gradients fit."""
+    cloze = fp16_run.device.cast_weights(MultiTokenCloze(_model()).train())
+    hp = {"learning_rate": 1e-3, "weight_decay": 0.1, "lr_warmup": 0.0}
+    hp |= {"lr_decay_iters": 100, "lr_decay_ratio": 0.1}
+    optimizer, scheduler = glm_optimizer(fp16_run.device, cloze, Hyper(hp))
+    assert {p.dtype for p in cloze.parameters()} == {torch.float16}
+    assert {p.dtype for g in optimizer.param_groups for p in g["params"]} == {torch.float32}
+    assert fp16_run.device.scaler.get_scale() == 2.0**32
+    context = [1, 11, 12, MASK, 14]
+    rows = [
+        blank_infilling([*context[:3], a, *context[4:]], [(3, 4)], MASK, SOP, EOP) for a in (20, 21)
+    ]
+    inputs = {
+        "input_ids": torch.tensor([s["input_ids"] for s in rows]),
+        "position_ids": torch.tensor([[s["position_ids"], s["block_position_ids"]] for s in rows]),
+        "sep": torch.tensor([s["sep"] for s in rows]),
+        "targets": torch.tensor([s["targets"] for s in rows]),
+        "target_mask": torch.tensor([s["loss_mask"] for s in rows]).bool(),
+        "choice_index": torch.tensor([[0, 0], [0, 1]]),
+    }
+    before = [p.detach().clone() for p in cloze.parameters()]
+    scales = []
+    for _ in range(30):
+        loss = torch.nn.functional.cross_entropy(cloze(**inputs), torch.tensor([0]))
+        optimize(fp16_run, loss, optimizer, scheduler, clip_grad=1.0)
+        scales.append(fp16_run.device.scaler.get_scale())
+    skipped = sum(b < a for a, b in zip([2.0**32, *scales], scales, strict=False))
+    assert skipped >= 10 and scheduler.last_epoch == 30 - skipped
+    assert any(not torch.equal(p, b) for p, b in zip(cloze.parameters(), before, strict=True))
+    masters = [p for g in optimizer.param_groups for p in g["params"]]
+    weights = [p for g in param_groups(cloze, 0.1) for p in g["params"]]
+    assert all(m.half().equal(p) for m, p in zip(masters, weights, strict=True))
 
 
 def test_no_weight_decay_on_biases_and_layer_norms() -> None:
@@ -273,13 +371,39 @@ def test_synthetic_record_reads_as_questions(data_dir: Path) -> None:
     tok = WordPiece(data_dir / "checkpoint" / "vocab.txt")
     encoded = [encode_question(tok, q, 64) for q in questions[:8]]
     batch = collate(encoded, 64, tok)
-    n = sum(len(q.choices) for q in encoded)
+    n = len(encoded) * max(len(q.choices) for q in encoded)  # padded as FlagPerf's my_collate
     assert batch["input_ids"].shape == (n, 64) and batch["position_ids"].shape == (n, 2, 64)
     # part B starts right after part A with <|startofpiece|> at the [MASK]'s position
     first = encoded[0]
     assert batch["input_ids"][0, batch["sep"][0]] == tok.sop
     assert batch["position_ids"][0, 0, batch["sep"][0]] == first.mask_position
     assert first.context[first.mask_position] == tok.mask
+
+
+def test_candidates_are_padded_as_flagperfs_my_collate(data_dir: Path) -> None:
+    """A question with fewer candidates than the batch's most gets copies of its first one
+    (FlagPerf's my_collate): computed, never scored, not counted as real tokens."""
+    tok = WordPiece(data_dir / "checkpoint" / "vocab.txt")
+    questions = read_record(data_dir / "ReCoRD" / "val.jsonl")
+    two = encode_question(tok, next(q for q in questions if len(q.candidates) == 2), 48)
+    three = encode_question(tok, next(q for q in questions if len(q.candidates) == 3), 48)
+    batch = collate([two, three], 48, tok)
+    assert batch["input_ids"].shape[0] == 6
+    assert batch["real_choice"].tolist() == [True, True, False, True, True, True]
+    assert torch.equal(batch["input_ids"][2], batch["input_ids"][0])
+    alone = [collate([q], 48, tok) for q in (two, three)]
+    assert batch["real_tokens"] == sum(a["real_tokens"] for a in alone)
+    sd = load_state_dict_file(data_dir / "checkpoint" / "mp_rank_00_model_states.pt")
+    glm = GLMModel(GLMConfig.from_state_dict(sd, num_heads=4))
+    glm.load_state_dict(sd)
+    cloze = MultiTokenCloze(glm).eval()
+    keys = ("input_ids", "position_ids", "sep", "targets", "target_mask", "choice_index")
+    with torch.no_grad():
+        scores = cloze(**{k: batch[k] for k in (*keys, "real_choice")})
+        unpadded = [cloze(**{k: a[k] for k in keys})[0] for a in alone]
+    assert scores[0, 2] == float("-inf")
+    assert torch.allclose(scores[0, :2], unpadded[0], atol=1e-4)
+    assert torch.allclose(scores[1], unpadded[1], atol=1e-4)
 
 
 def test_record_errors_name_file_line_and_field(tmp_path: Path) -> None:

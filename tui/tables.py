@@ -196,7 +196,13 @@ def precision_label(run: RunRecord) -> str:
     FlagPerf's A100 "fp32" rows ran TF32 matmuls (PyTorch's and NGC's defaults then), so
     the configs named after them run ``tf32`` and show "fp32 (TF32)"; an fp32 run whose
     matmuls something switched to TF32 or bf16 passes (its peak's math) shows the same way.
+    A case whose seed page labels another precision names it in short_names: seed 000's GLM
+    ran fp16 (``model.half()``) under the label fp32, ``"precision=fp16": fp32``, shown as
+    "fp32 (FP16)".
     """
+    page = run.short_names.get(f"precision={run.precision}")
+    if page and page != run.precision:
+        return f"{page} ({str(run.precision).upper()})"
     if run.precision not in ("fp32", "tf32"):
         return run.precision or "/"
     math = run.peak.math if run.peak else run.precision

@@ -234,8 +234,10 @@ class MultiTokenCloze(nn.Module):
 
     Takes one sequence per candidate (``input_ids``, ``position_ids`` [N, 2, T], ``sep``,
     ``targets`` and ``target_mask`` over the part B positions, ``choice_index`` [N, 2] the
-    candidate's slot (question, choice)); returns [questions, max choices] log-likelihoods with
-    -inf in unused slots. Logits are computed at the target positions only.
+    candidate's slot (question, choice), ``real_choice`` [N] False for a padding sequence);
+    returns [questions, max choices] log-likelihoods with -inf in unused and padding slots
+    (FlagPerf masks its padding choices' logits the same way). Logits are computed at the
+    target positions only.
     """
 
     def __init__(self, glm: GLMModel) -> None:
@@ -250,6 +252,7 @@ class MultiTokenCloze(nn.Module):
         targets: torch.Tensor,
         target_mask: torch.Tensor,
         choice_index: torch.Tensor,
+        real_choice: torch.Tensor | None = None,
     ) -> torch.Tensor:
         hidden = self.glm(input_ids, position_ids, sep)
         logits = hidden[target_mask] @ self.glm.word_embeddings.weight.T  # [targets, vocab]
@@ -257,6 +260,8 @@ class MultiTokenCloze(nn.Module):
         n = target_mask.shape[0]
         seq_of_token = torch.arange(n, device=sep.device).repeat_interleave(target_mask.sum(1))
         per_seq = torch.zeros(n, device=sep.device).index_add_(0, seq_of_token, token_lp[:, 0])
+        if real_choice is not None:
+            per_seq = per_seq.masked_fill(~real_choice, float("-inf"))
         n_q, n_c = (int(v) + 1 for v in choice_index.max(0).values)
         scores = torch.full((n_q, n_c), float("-inf"), device=sep.device)
         return scores.index_put((choice_index[:, 0], choice_index[:, 1]), per_seq)

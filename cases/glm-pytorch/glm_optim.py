@@ -10,15 +10,25 @@ after n optimizer steps is
     lr x (1 - (1 - lr_decay_ratio) x min(1, (n - W) / E))   after
 
 so it rises linearly to lr, falls linearly to lr x lr_decay_ratio at lr_decay_iters, and stays
-there. The decay length is a step count of its own, not the sample budget (FlagPerf: 4338 steps
-for 1x1 and 1x8, 2169 for 2x8). lr_warmup 0 and lr_decay_ratio 1 give a constant rate.
+there. The decay length is a step count of its own, not the sample budget (FlagPerf e5edef37:
+4338 steps in every config). lr_warmup 0 and lr_decay_ratio 1 give a constant rate.
+
+fp16 (FlagPerf's _base.py ``fp16 = True``): the model's weights are float16 (its trainer
+adapters' ``model.half()``) and its FP16_Optimizer steps float32 master copies under dynamic
+loss scaling (optimizers/fp16_optimizer.py, loss_scaler.py): the harness's
+``Device.cast_weights`` and ``Device.optimizer``, with the scaler set to FlagPerf's start
+(2^32) and growth window (1000 steps); a step skipped for an overflow does not step the
+schedule either (trainer_adapter.backward: ``if not (args.fp16 and optimizer.overflow)``).
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
+
+LOSS_SCALE, LOSS_SCALE_WINDOW = 2.0**32, 1000  # FlagPerf's DynamicLossScaler, _base.py
 
 
 def lr_factor(step: int, warmup: float, decay_iters: int, decay_ratio: float) -> float:
@@ -51,3 +61,29 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, 
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
+
+
+def glm_optimizer(
+    device: Any, model: torch.nn.Module, hp: Any
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW over GLM's groups (float32 masters for a float16 model) and its schedule; for
+    fp16 the device's loss scaler gets FlagPerf's constants."""
+    adamw = partial(torch.optim.AdamW, lr=hp.learning_rate)
+    optimizer = device.optimizer(adamw, param_groups(model, hp.weight_decay))
+    if device.scaler is not None:
+        device.scaler = torch.amp.GradScaler(
+            device.type, init_scale=LOSS_SCALE, growth_interval=LOSS_SCALE_WINDOW
+        )
+    return optimizer, annealing_lr(optimizer, hp)
+
+
+def optimize(
+    run: Any, loss: torch.Tensor, optimizer: Any, scheduler: Any, clip_grad: float
+) -> None:
+    """``run.optimize``, then the schedule's step unless the loss scaler skipped this
+    optimizer step for an overflow (its scale went down)."""
+    scaler = run.device.scaler
+    scale = scaler.get_scale() if scaler is not None else 0.0
+    run.optimize(loss, optimizer, clip_grad=clip_grad)
+    if scaler is None or scaler.get_scale() >= scale:
+        scheduler.step()

@@ -152,8 +152,14 @@ def encode_question(
 
 def collate(batch: list[EncodedQuestion], max_len: int, tok: WordPiece) -> dict[str, Any]:
     """One sequence per (question, candidate), padded to max_len: the passage with the
-    candidate in the blank, the candidate as the one infilled span (``blank_infilling``)."""
-    rows = [(qi, ci) for qi, q in enumerate(batch) for ci in range(len(q.choices))]
+    candidate in the blank, the candidate as the one infilled span (``blank_infilling``).
+
+    As FlagPerf's ``my_collate`` (glm dataloaders/dataloader.py at e5edef37), every question
+    gets as many sequences as the batch's most candidates: the missing ones repeat its first
+    candidate and are computed but never scored (``real_choice`` False). ``real_tokens``
+    counts the real candidates' tokens only."""
+    width = max(len(q.choices) for q in batch)
+    rows = [(qi, ci) for qi in range(len(batch)) for ci in range(width)]
     n = len(rows)
     input_ids = torch.full((n, max_len), tok.pad, dtype=torch.long)
     position_ids = torch.zeros((n, 2, max_len), dtype=torch.long)
@@ -161,8 +167,10 @@ def collate(batch: list[EncodedQuestion], max_len: int, tok: WordPiece) -> dict[
     target_mask = torch.zeros((n, max_len), dtype=torch.bool)
     sep = torch.zeros(n, dtype=torch.long)
     real_tokens = 0
+    real = torch.tensor([ci < len(batch[qi].choices) for qi, ci in rows])
     for r, (qi, ci) in enumerate(rows):
-        q, answer = batch[qi], batch[qi].choices[ci]
+        q = batch[qi]
+        answer = q.choices[ci] if real[r] else q.choices[0]
         m = q.mask_position
         filled = (*q.context[:m], *answer, *q.context[m + 1 :])
         s = blank_infilling(filled, [(m, m + len(answer))], tok.mask, tok.sop, tok.eop)
@@ -173,7 +181,7 @@ def collate(batch: list[EncodedQuestion], max_len: int, tok: WordPiece) -> dict[
         targets[r, :t] = torch.tensor(s["targets"])
         target_mask[r, :t] = torch.tensor(s["loss_mask"], dtype=torch.bool)
         sep[r] = s["sep"]
-        real_tokens += t
+        real_tokens += t if real[r] else 0
     return {
         "input_ids": input_ids,
         "position_ids": position_ids,
@@ -181,6 +189,7 @@ def collate(batch: list[EncodedQuestion], max_len: int, tok: WordPiece) -> dict[
         "targets": targets,
         "target_mask": target_mask,
         "choice_index": torch.tensor(rows, dtype=torch.long).view(n, 2),
+        "real_choice": real,
         "labels": torch.tensor([q.label for q in batch]),
         "real_tokens": real_tokens,
         "questions": batch,

@@ -11,10 +11,14 @@ ReCoRD/val.jsonl: acc is exact match (see record.py). Stops when acc reaches tar
 after max_samples questions (FlagPerf's budget per config). AdamW (no weight decay on biases
 and LayerNorm) under FlagPerf's warm-up and linear decay (glm_optim.py).
 
-A sample is one question: its candidates are one padded sequence each (max_seq_length), the
-loss is the cross-entropy over the candidates' log-likelihoods. Throughputs count questions;
-tokens_per_s_per_device counts real tokens of all candidate sequences; MFU counts the padded
-sequences the device computed on.
+Precision as FlagPerf's code ran it: fp16 is its ``model.half()`` with float32 master weights
+and dynamic loss scaling (glm_optim.py). The CPU config runs fp32.
+
+A sample is one question: its candidates are one padded sequence each (max_seq_length), and
+each question has as many as the batch's most (FlagPerf's my_collate: padding candidates are
+computed, not scored); the loss is the cross-entropy over the candidates' log-likelihoods.
+Throughputs count questions; tokens_per_s_per_device counts the real candidates' tokens; MFU
+counts every sequence the device computed on.
 """
 
 from __future__ import annotations
@@ -27,12 +31,20 @@ from typing import Any
 import harness
 import torch
 from glm_model import GLMConfig, GLMModel, MultiTokenCloze, load_state_dict_file
-from glm_optim import annealing_lr, param_groups
+from glm_optim import glm_optimizer, optimize
 from record import WordPiece, collate, encode_question, exact_match, read_record
 
 CHECKPOINT, VOCAB = "checkpoint/mp_rank_00_model_states.pt", "checkpoint/vocab.txt"
 TRAIN, DEV = "ReCoRD/train.jsonl", "ReCoRD/val.jsonl"
-MODEL_INPUTS = ("input_ids", "position_ids", "sep", "targets", "target_mask", "choice_index")
+MODEL_INPUTS = (
+    "input_ids",
+    "position_ids",
+    "sep",
+    "targets",
+    "target_mask",
+    "choice_index",
+    "real_choice",
+)
 
 
 # ---------------------------------------------------------------------------------- data
@@ -101,7 +113,7 @@ def main(run: harness.Run) -> None:
         raise harness.InputError(str(e)) from None
     glm = load_glm(run, tok)
     flops = model_flops(glm, max_len)
-    model = MultiTokenCloze(glm).to(device.torch_device)
+    model = device.cast_weights(MultiTokenCloze(glm)).to(device.torch_device)
     ddp = run.data_parallel(model)  # evaluation runs on the bare model
 
     train = [q for q in load_questions(run.data / TRAIN, tok, max_len) if q.label >= 0]
@@ -111,8 +123,7 @@ def main(run: harness.Run) -> None:
         train, hp.train_batch_size, coll, source=f"{run.data / TRAIN} (answerable questions)"
     )
     dev_loader = run.eval_loader(dev, hp.eval_batch_size, coll)
-    optimizer = torch.optim.AdamW(param_groups(model, hp.weight_decay), lr=hp.learning_rate)
-    scheduler = annealing_lr(optimizer, hp)  # FlagPerf's warm-up and linear decay
+    optimizer, scheduler = glm_optimizer(device, model, hp)
     cfg = glm.config
     run.say(
         f"model: GLM {cfg.num_layers} layers, hidden {cfg.hidden_size}, {cfg.num_heads} heads; "
@@ -129,8 +140,7 @@ def main(run: harness.Run) -> None:
         with run.step(len(labels), batch["real_tokens"], n_seq * max_len) as step:
             with device.autocast():
                 step.loss = torch.nn.functional.cross_entropy(ddp(**inputs), labels)
-            run.optimize(step.loss, optimizer, clip_grad=hp.clip_grad)
-            scheduler.step()
+            optimize(run, step.loss, optimizer, scheduler, hp.clip_grad)
     run.finish(flops, notes=["a sample is one ReCoRD question with all its candidates"])
 
 
