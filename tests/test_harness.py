@@ -189,7 +189,7 @@ def test_every_peak_is_the_documented_one_at_its_own_precision():
         ("NVIDIA A100 40GB", "A100"),
         ("Tesla T4", "T4"),
         ("NVIDIA A16", None),
-        ("Kunlunxin R300", None),
+        ("Kunlunxin R300", "R300"),
         ("AMD EPYC 7B13", None),
     ],
 )
@@ -215,9 +215,18 @@ def test_config_spellings_of_a_chip(spelling, chip):
     assert harness.peak.normalize_chip(spelling) == chip
 
 
+def test_r300_peak_is_flagperfs_theoryflops_and_says_so():
+    """Seed 004: FlagPerf's MFU divides by theoryflops 128e12 (config_R300x1x8.py @43625f67);
+    Kunlunxin publishes no figure, so the result names the source (issue 27 point 5)."""
+    peak, note = harness.peak.datasheet_peak("R300", "Kunlunxin R300", "fp16")
+    assert peak == 128e12
+    assert note is not None and "FlagPerf's theoryflops" in note and "43625f67" in note
+    assert harness.peak.datasheet_peak("A100", "NVIDIA A100-SXM4-40GB", "fp16") == (312e12, None)
+
+
 def test_peak_unknown_chip_or_precision_is_none():
     assert harness.peak_flops("CPU", "fp32") is None
-    assert harness.peak_flops("R300", "fp16") is None  # no vendor sheet we trust
+    assert harness.peak_flops("R300", "fp32") is None  # FlagPerf names only its fp16 figure
     assert harness.peak_flops("V100", "bf16") is None  # Volta has no bf16 tensor cores
     assert harness.peak_flops("A100", "int4") is None
     assert harness.peak_flops(None, "fp32") is None

@@ -1,10 +1,17 @@
 """Peak memory, "actual/total" in GiB as in the seeds' ``mem`` column.
 
-- Accelerators (``cuda`` device type): used = the larger of torch's peak reserved memory
-  (allocator) and the peak the vendor's management library reports for this process
-  (context included, sampled by ``sample()``): NVML on nvidia, ``ixsmi`` on iluvatar, none
-  on kunlunxin; total = the management library's device total, else torch's
-  ``total_memory``.
+- Accelerators (``cuda`` device type): used = the peak of the device's used memory as its
+  management tool reports it for the whole device (every process, context included), the
+  figure FlagPerf's monitors read (``nvidia_monitor.py``: nvidia-smi's Memory-Usage;
+  ``iluvatar_monitor.py``: ixsmi; ``kunlunxin_monitor.py``: xpu_smi): NVML's
+  ``nvmlDeviceGetMemoryInfo`` on nvidia (each sample), ixsmi's ``--query-gpu=memory.used``
+  on iluvatar and the device rows of ``xpu_smi`` on kunlunxin (at most every
+  ``tool_interval_s``). Beside it, ``allocator_gib()``: torch's peak reserved memory, which
+  misses the context and other processes' memory. Where no tool answers, used falls back to
+  the larger of the allocator's peak and this process's memory as NVML or the smi tool
+  reports it, and ``source`` says so. total = the tool's device total, else torch's
+  ``total_memory``. The iluvatar and kunlunxin readers are written from the tools'
+  documented or FlagPerf-used output and have not run on that hardware.
 - CPU: used = the larger of this process's peak resident set size (``getrusage``, exact)
   and the largest sample of its resident set size plus the private memory (USS) of its
   child processes (data-loader workers): pages a forked worker shares with this process are
@@ -18,6 +25,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,6 +37,11 @@ if TYPE_CHECKING:
     from harness.device import Device
 
 GIB = float(1 << 30)
+MIB = 1 << 20
+# xpu_smi's table: a device's row holds its PCI address; FlagPerf's kunlunxin_monitor.py
+# prints that row's awk fields 22 and 24 as used and total MiB (0-based: 21 and 23).
+XPU_SMI_ROW = re.compile(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-9a-f]")
+XPU_SMI_USED, XPU_SMI_TOTAL = 21, 23
 
 
 @functools.cache
@@ -85,6 +100,51 @@ def uss_bytes(pid: int) -> int | None:
     return total if found else None
 
 
+def parse_xpu_smi(text: str, index: int) -> tuple[int | None, int | None]:
+    """(used, total) bytes of device ``index`` (the index-th device row) in ``xpu_smi``'s
+    table, as FlagPerf's kunlunxin_monitor.py reads it; (None, None) if absent."""
+    rows = [line.split() for line in text.splitlines() if XPU_SMI_ROW.search(line)]
+    if index >= len(rows) or len(rows[index]) <= XPU_SMI_TOTAL:
+        return None, None
+    used, total = rows[index][XPU_SMI_USED], rows[index][XPU_SMI_TOTAL]
+    if not (used.isdigit() and total.isdigit()):
+        return None, None
+    return int(used) * MIB, int(total) * MIB
+
+
+def _tool_output(*argv: str) -> str:
+    """A management tool's stdout ('' if it is missing or fails); argument lists only."""
+    path = shutil.which(argv[0])
+    if path is None:
+        return ""
+    try:
+        done = subprocess.run(
+            [path, *argv[1:]], capture_output=True, text=True, timeout=10, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout
+
+
+def device_memory_bytes(vendor: str, index: int) -> tuple[int | None, int | None]:
+    """(used by every process, total) bytes of accelerator ``index`` as its vendor's
+    management tool reports it; (None, None) where it cannot tell."""
+    if vendor == "nvidia":
+        from harness import nvml
+
+        return nvml.device_memory_bytes(index)
+    if vendor == "iluvatar":  # ixsmi takes nvidia-smi's query syntax
+        from harness.device import smi_query
+
+        rows = smi_query("ixsmi", "--query-gpu=memory.used,memory.total", "-i", str(index))
+        if rows and len(rows[0]) == 2 and all(c.isdigit() for c in rows[0]):
+            return int(rows[0][0]) * MIB, int(rows[0][1]) * MIB
+        return None, None
+    if vendor == "kunlunxin":
+        return parse_xpu_smi(_tool_output("xpu_smi"), index)
+    return None, None
+
+
 class MemoryMonitor:
     """Peak memory of one process and its device; call ``sample()`` now and then.
 
@@ -101,14 +161,23 @@ class MemoryMonitor:
         self.device = device
         self.tool_interval_s = tool_interval_s
         self.clock = clock
-        self._peak = 0
-        self._tool_at: float | None = None
+        self._peak = 0  # this process (and its children on CPU)
+        self._device_peak = 0  # the whole device, as its management tool reports it
+        self._device_total: int | None = None
+        self._tool_at: dict[str, float] = {}
         self._children = 0  # the children's private memory at the last slow reading
 
     def sample(self) -> None:
         used = self._current_bytes()
         if used is not None:
             self._peak = max(self._peak, used)
+        if self.device.type != "cpu" and (
+            self.device.stack.nvml or self._slow_reading_due("device")
+        ):
+            used, total = device_memory_bytes(self.device.vendor, self._index())
+            if used is not None:
+                self._device_peak = max(self._device_peak, used)
+                self._device_total = total or self._device_total
 
     def _current_bytes(self) -> int | None:
         dev, stack = self.device, self.device.stack
@@ -117,25 +186,26 @@ class MemoryMonitor:
             children = child_pids(pid)
             if not children:
                 self._children = 0
-            elif self._slow_reading_due():
+            elif self._slow_reading_due("children"):
                 self._children = sum(uss_bytes(child) or 0 for child in children)
             own = rss_bytes(pid)
             return None if own is None else own + self._children
         if stack.nvml:
             from harness import nvml
 
-            return nvml.memory_bytes(self._index(), os.getpid())[0]
-        if stack.smi and self._slow_reading_due():
+            return nvml.process_memory_bytes(self._index(), os.getpid())
+        if stack.smi and self._slow_reading_due("process"):
             from harness.device import smi_process_memory_bytes
 
             return smi_process_memory_bytes(stack.smi)
         return None
 
-    def _slow_reading_due(self) -> bool:
+    def _slow_reading_due(self, what: str) -> bool:
         now = self.clock()
-        if self._tool_at is not None and now - self._tool_at < self.tool_interval_s:
+        last = self._tool_at.get(what)
+        if last is not None and now - last < self.tool_interval_s:
             return False
-        self._tool_at = now
+        self._tool_at[what] = now
         return True
 
     def _index(self) -> int:
@@ -143,6 +213,18 @@ class MemoryMonitor:
 
         index = self.device.index
         return index if index is not None else torch.cuda.current_device()
+
+    @property
+    def source(self) -> str:
+        """What ``peak_gib``'s used figure is, in one line for the result's notes."""
+        if self.device.type == "cpu":
+            return "mem_used_gib: this process's resident memory and its workers' private memory"
+        if self._device_peak:
+            return "mem_used_gib: the device's used memory as its management tool reports it"
+        return (
+            "mem_used_gib: no device-wide reading (management tool absent or silent): the "
+            "larger of torch's allocator peak and this process's device memory"
+        )
 
     def peak_gib(self) -> tuple[float | None, float | None]:
         """(peak used, total) in GiB."""
@@ -153,12 +235,14 @@ class MemoryMonitor:
         import torch
 
         index = self._index()
-        used = max(torch.cuda.max_memory_reserved(index), self._peak)
-        total = None
-        if self.device.stack.nvml:
-            from harness import nvml
-
-            total = nvml.memory_bytes(index, os.getpid())[1]
-        if total is None:
-            total = torch.cuda.get_device_properties(index).total_memory
+        used = self._device_peak or max(torch.cuda.max_memory_reserved(index), self._peak)
+        total = self._device_total or torch.cuda.get_device_properties(index).total_memory
         return used / GIB, total / GIB
+
+    def allocator_gib(self) -> float | None:
+        """torch's peak reserved memory in GiB (None on CPU): the allocator's figure."""
+        if self.device.type == "cpu":
+            return None
+        import torch
+
+        return torch.cuda.max_memory_reserved(self._index()) / GIB

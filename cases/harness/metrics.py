@@ -117,7 +117,17 @@ STANDARD: tuple[Metric, ...] = (
         "GiB",
         False,
         ".1f",
-        "peak device memory used (on CPU: the workload and its data-loader workers)",
+        "peak device memory used as the device's management tool reports it (the whole "
+        "device, as FlagPerf's monitors read it; highest device; on CPU: the workload and "
+        "its data-loader workers)",
+    ),
+    _m(
+        "mem_allocator_gib",
+        "GiB",
+        False,
+        ".1f",
+        "peak memory torch's allocator reserved (highest device; null on CPU): no context, "
+        "no other process",
     ),
     _m("mem_total_gib", "GiB", None, ".1f", "device memory total (host memory on CPU)"),
     _m(

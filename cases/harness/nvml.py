@@ -55,27 +55,39 @@ def utilization_and_power(index: int) -> tuple[float | None, float | None]:
     return util, power
 
 
-def memory_bytes(index: int, pid: int) -> tuple[int | None, int | None]:
-    """(memory used by process ``pid`` on the device, device total), bytes.
-
-    The process figure includes the CUDA context, which torch's allocator does not see; it is
-    None where NVML cannot map the pid (e.g. inside a container's pid namespace).
-    """
+def device_memory_bytes(index: int) -> tuple[int | None, int | None]:
+    """(memory used on the device by every process, device total), bytes: NVML's
+    ``nvmlDeviceGetMemoryInfo``, the figure nvidia-smi's Memory-Usage column shows."""
     handle = device_handle(index)
     if handle is None:
         return None, None
     import pynvml
 
-    used = total = None
-    with contextlib.suppress(Exception):
-        total = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
+    try:
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle)
+    except Exception:
+        return None, None
+    return int(info.used), int(info.total)
+
+
+def process_memory_bytes(index: int, pid: int) -> int | None:
+    """Memory used by process ``pid`` on CUDA device ``index``, bytes.
+
+    The figure includes the CUDA context, which torch's allocator does not see; it is None
+    where NVML cannot map the pid (e.g. inside a container's pid namespace).
+    """
+    handle = device_handle(index)
+    if handle is None:
+        return None
+    import pynvml
+
     try:
         for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
             if proc.pid == pid and proc.usedGpuMemory is not None:
-                used = int(proc.usedGpuMemory)
+                return int(proc.usedGpuMemory)
     except Exception:
         pass
-    return used, total
+    return None
 
 
 def device_name(index: int) -> str | None:

@@ -19,8 +19,11 @@ Sources:
 - T4: NVIDIA T4 datasheet: FP32 8.1 TF, mixed FP16/FP32 65 TF.
 - BI-V100 (Iluvatar CoreX, "Big Island"): vendor launch figures (2021): FP32 37 TF,
   FP16/BF16 147 TF.
-Not listed for want of a vendor sheet we trust: Kunlunxin R300, CPUs (peak depends on SKU,
-cores, clocks and vector units).
+- R300 (Kunlunxin): no vendor datasheet figure we could find; FP16 128 TF is FlagPerf's own
+  ``theoryflops = 128000000000000.0`` (training/kunlunxin/llama2_7b-deepspeed/config/
+  config_R300x1x8.py at 43625f67, seed 004), the figure FlagPerf's MFU divides by there.
+  ``PEAK_SOURCES`` names it, and every result that divides by it says so in a note.
+Not listed for want of a source: CPUs (peak depends on SKU, cores, clocks and vector units).
 """
 
 from __future__ import annotations
@@ -56,6 +59,13 @@ PEAK_FLOPS: dict[str, dict[str, float]] = {
     "A10": {"fp32": 31.2 * T, "tf32": 62.5 * T, "fp16": 125 * T, "bf16": 125 * T},
     "T4": {"fp32": 8.1 * T, "fp16": 65 * T},
     "BI-V100": {"fp32": 37 * T, "fp16": 147 * T, "bf16": 147 * T},
+    "R300": {"fp16": 128 * T},
+}
+
+# Figures that are not the vendor's datasheet: where each comes from (shown in the result).
+PEAK_SOURCES = {
+    "R300": "FlagPerf's theoryflops for R300 (training/kunlunxin/llama2_7b-deepspeed/config/"
+    "config_R300x1x8.py @43625f67); Kunlunxin publishes no datasheet figure",
 }
 
 # Other spellings of the same chips (after upper-casing, "_" and " " read as "-").
@@ -98,6 +108,7 @@ _DEVICE_NAME_CHIPS: tuple[tuple[str, str | None], ...] = (
     (r"V100", "V100"),
     (r"\bA10\b", "A10"),
     (r"\bT4\b", "T4"),
+    (r"R300", "R300"),
 )
 
 
@@ -128,7 +139,8 @@ def peak_flops(chip: str | None, math: str | None) -> float | None:
 def datasheet_peak(
     config_chip: str | None, device_name: str, math: str
 ) -> tuple[float | None, str | None]:
-    """(datasheet peak FLOP/s for MFU, None) or (None, a note saying why there is none).
+    """(peak FLOP/s for MFU, None), (peak, a note naming a source other than a datasheet)
+    or (None, a note saying why there is none).
 
     The chip comes from the hardware's name and must agree with the config's chip: a PCIe
     card run under an SXM config has another peak, and neither is the right divisor.
@@ -145,4 +157,6 @@ def datasheet_peak(
     peak = peak_flops(chip, math)
     if peak is None:
         return None, f"mfu null: no datasheet peak for {chip} at {math} math"
+    if chip in PEAK_SOURCES:
+        return peak, f"mfu: {chip}'s {math} peak {peak / T:g} TFLOP/s is {PEAK_SOURCES[chip]}"
     return peak, None

@@ -423,11 +423,12 @@ class Run:
         totals = self.totals()
         energy = self.energy.total(all_reduce)
         memory = reduce_memory(*self.memory.peak_gib())
+        allocator = reduce_memory(self.memory.allocator_gib(), None)[0]
         shutdown_distributed()
         if not self.env.is_global_zero:
             return
         finite = self.loss is not None and math.isfinite(self.loss)
-        out: dict[str, float | None] = {**self.evals}
+        out: dict[str, float | None] = {**self.evals, "mem_allocator_gib": allocator}
         if self.steps and self.case.kind == "training":
             out["loss"] = self.loss if finite else None
         if self.case.kind == "inference":  # run.perf's window is the inference window
@@ -445,8 +446,9 @@ class Run:
             memory=memory,
             metrics=out,
             converged=converged,
+            passed=passed,
             message=message,
-            notes=[*self._layout_notes(), *notes],
+            notes=[*self._layout_notes(), self.memory.source, *notes],
             training=self.case.kind == "training",
             peak_cache=cache_path(self.data.parent),
             registry=self.case.registry,
