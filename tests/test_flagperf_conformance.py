@@ -3,8 +3,9 @@
 Each ``tests/fixtures/flagperf/<case>.yaml`` was written once by hand from FlagPerf's
 files at the commit whose README equals the seed page; it names that commit and, per
 fleetperf config, the FlagPerf files read and the values they set (under fleetperf's key
-names). A config whose resolved hyperparameters drift from them fails here, naming the
-config, the key and the FlagPerf file.
+names), and optionally its ``shape`` (nnodes, nproc_per_node). A config whose resolved
+hyperparameters drift from them fails here, naming the config, the key and the FlagPerf
+file.
 """
 
 from pathlib import Path
@@ -42,7 +43,10 @@ def test_every_fixture_names_its_commit_and_sources() -> None:
 )
 def test_config_matches_flagperf(case_name: str, ref: str, entry: dict[str, Any]) -> None:
     case = load_case(case_name)
-    spec = resolve(case, load_config(case, ref))
+    config = load_config(case, ref)
+    spec = resolve(case, config)
+    for key, want in entry.get("shape", {}).items():  # nnodes, nproc_per_node
+        assert getattr(config, key) == want, f"{case_name} {ref}: {key} is not FlagPerf's {want}"
     for key, want in entry["hp"].items():
         got = spec.hp.get(key)
         assert got == want, (
