@@ -259,9 +259,10 @@ def test_stop_releases_only_its_own_lease(run_dir: Path) -> None:
 
 
 def test_stop_on_an_unreachable_engine_fails_in_one_line(run_dir: Path) -> None:
-    target = {"docker_host": f"unix://{run_dir}/no-engine.sock", "run_id": "run-1", "host": "h1"}
-    (run_dir / "container.json").write_text(json.dumps(target))
-    res, _ = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir), reason="cleanup")
+    engine = {"executor": "docker", "docker_host": f"unix://{run_dir}/no-engine.sock", "host": "h1"}
+    res, _ = module(
+        "fleetperf_stop", run_dir.parent, run_dir=str(run_dir), reason="cleanup", **engine
+    )
     assert res["failed"] and res["msg"].startswith("docker: ") and "\n" not in res["msg"]
     assert "Traceback" not in json.dumps(res) and not (run_dir / "stop_reason").exists()
 
@@ -471,11 +472,12 @@ def test_tail_releases_its_runs_lease_once_a_process_workload_ended(run_dir: Pat
     lease.write_text(json.dumps({"run_id": run_dir.name}))
     res, _ = tail(run_dir, lines=False, lease=str(lease))
     assert res["finished"] and res["released"] and not lease.exists()
-    # A container's run: its stop removes the container, and releases the lease then.
+    # A container's run: its stop removes the container, and releases the lease then (an
+    # engine that cannot be asked fails the poll in one line).
     lease.write_text(json.dumps({"run_id": run_dir.name}))
-    target = {"docker_host": f"unix://{run_dir}/no-engine.sock", "run_id": "run-1", "host": "h"}
-    (run_dir / "container.json").write_text(json.dumps(target))
-    res, _ = tail(run_dir, lines=False, lease=str(lease))
+    engine = {"executor": "docker", "docker_host": f"unix://{run_dir}/no-engine.sock", "host": "h"}
+    res, _ = tail(run_dir, lines=False, lease=str(lease), **engine)
+    assert res["failed"] and res["msg"].startswith("host h: docker: ") and "\n" not in res["msg"]
     assert not res.get("released") and lease.exists()
 
 
@@ -891,17 +893,18 @@ def test_a_running_containers_lease_holds_after_the_heartbeat_ages(
         res, _ = preflight(tmp_path, run_id="run-1", controller=gone)  # controller dead
         assert not res.get("failed"), res
         run_dir = tmp_path / "runs" / "run-1"
-        target = {"docker_host": engine.host, "run_id": "run-1", "host": "h1"}
-        (run_dir / "container.json").write_text(json.dumps(target))
         labels = ["--label", "fleetperf.run_id=run-1", "--label", "fleetperf.host=h1"]
+        labels += ["--label", f"fleetperf.run_dir={run_dir}"]  # as the launch labels it
         engine.docker("run", "-d", "--network", "none", *labels, base, "sleep", "600")
         old = time.time() - 3600
         os.utime(run_dir / "heartbeat", (old, old))
-        res, _ = preflight(tmp_path, run_id="run-2")
+        docker = {"executor": "docker", "docker_host": engine.host}
+        res, _ = preflight(tmp_path, run_id="run-2", **docker)
         assert res["failed"] and "busy: run run-1 holds it" in res["msg"]
-        res, _ = module("fleetperf_stop", run_dir.parent, run_dir=str(run_dir), grace=1)
+        stop = {"run_dir": str(run_dir), "grace": 1, "host": "h1", **docker}
+        res, _ = module("fleetperf_stop", run_dir.parent, **stop)
         assert res["removed"] == 1
-        res, _ = preflight(tmp_path, run_id="run-2")  # the container gone: stale now
+        res, _ = preflight(tmp_path, run_id="run-2", **docker)  # the container gone: stale now
         assert not res.get("failed"), res
     finally:
         engine.remove_containers()

@@ -50,7 +50,7 @@ options:
     type: str
     default: ""
   run_id:
-    description: The run (a container label).
+    description: The run (a container label); the name of O(run_dir).
     type: str
     default: ""
   host:
@@ -262,7 +262,9 @@ def launch_container(module: AnsibleModule, run_dir: str) -> None:
         module.fail_json(msg=f"host {p['host']}: {why}")
     env = workload_env(module)
     command = ["python", "-c", SUPERVISOR, run_dir, *p["argv"]]
-    target = {"docker_host": p["docker_host"], "run_id": p["run_id"], "host": p["host"]}
+    target = fleetperf_docker.target(run_dir, p["docker_host"], p["host"])
+    if target["run_id"] != p["run_id"]:  # tail and stop find the container by its run dir
+        module.fail_json(msg=f"host {p['host']}: {run_dir} is not run {p['run_id']}'s directory")
     try:
         started = fleetperf_docker.launch(run_dir, target, p["container"], command, env)
     except Exception as exc:  # noqa: BLE001 - an engine error is this host's one-line failure

@@ -17,10 +17,11 @@ description:
     controller. It is stale, and taken over, when its run's workload no longer runs (a process
     run runs while there is no C(exit_code) and the supervisor of C(workload.pid) is still
     the process the launch recorded in C(workload.id), same boot and start time, so a pid
-    reused or from before a reboot does not hold the host; a docker run, while the engine
-    says its container runs) and either the controller process is gone (same machine, same boot) or
-    the run's C(heartbeat) (touched by M(fleetperf_tail) while it polls) is older than
-    O(lease_stale_s). M(fleetperf_stop) releases it.
+    reused or from before a reboot does not hold the host; a docker run, while the engine at
+    O(docker_host) says a container labelled with that run and O(host) runs) and either the
+    controller process is gone (same machine, same boot) or the run's C(heartbeat)
+    (touched by M(fleetperf_tail) while it polls) is older than O(lease_stale_s).
+    M(fleetperf_stop) releases it.
   - Every take, take-over and release happens under an exclusive C(flock) of
     O(run_root)/fleetperf.lease.lock (a file never removed), and the lease is written whole
     to a temp file and renamed into place; a lease is never seen half written, and of
@@ -83,6 +84,10 @@ options:
       V(docker) hosts and refuses any other first (a Slurm login host runs slurm.yml).
     type: str
     default: process
+  docker_host:
+    description: The engine of a V(docker) host (V("") is the local one).
+    type: str
+    default: ""
 extends_documentation_fragment: action_common_attributes
 attributes:
   check_mode: {support: none}
@@ -231,22 +236,22 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def container_running(run_dir: str) -> bool:
-    """A docker run's container still runs (the engine says so); False for a process run,
-    or when the engine cannot say (then the heartbeat decides)."""
+def container_running(run_dir: str, engine: dict | None) -> bool:
+    """A docker run's container still runs (the engine says so, found by its labels);
+    False on a process host, or when the engine cannot say (then the heartbeat decides)."""
+    if engine is None or fleetperf_docker.require_sdk():
+        return False
     try:
-        target = fleetperf_docker.target(run_dir)
-        if target is None or fleetperf_docker.require_sdk():
-            return False
+        target = fleetperf_docker.target(run_dir, engine["docker_host"], engine["host"])
         return fleetperf_docker.exit_code(target) is None
-    except Exception:  # noqa: BLE001 - an engine error or a foreign container.json: unknown
+    except Exception:  # noqa: BLE001 - an engine error: unknown
         return False
 
 
-def holder_alive(run_root: str, lease: dict, stale_s: float) -> bool:
+def holder_alive(run_root: str, lease: dict, stale_s: float, engine: dict | None) -> bool:
     """Whether the run holding the lease may still use the host."""
     run_dir = os.path.join(run_root, str(lease.get("run_id")))
-    if files.running(run_dir) or container_running(run_dir):
+    if files.running(run_dir) or container_running(run_dir, engine):
         return True
     ctl = lease.get("controller") or {}
     if ctl.get("boot_id") == files.boot_id() and not pid_alive(int(ctl.get("pid", 0))):
@@ -256,14 +261,15 @@ def holder_alive(run_root: str, lease: dict, stale_s: float) -> bool:
     return time.time() - last < stale_s
 
 
-def try_take(run_root: str, mine: dict, stale_s: float) -> dict | None:
-    """Take the lease; None on success, else the live holder's lease."""
+def try_take(run_root: str, mine: dict, stale_s: float, engine: dict | None = None) -> dict | None:
+    """Take the lease; None on success, else the live holder's lease. ``engine``: a docker
+    host's docker_host and host, where a holder's container may run."""
     path = os.path.join(run_root, LEASE)
     with files.locked(path):  # what holds is what this reads: nobody else writes meanwhile
         held = files.read_lease(path)
         if held is not None and held.get("run_id") == mine["run_id"]:
             return None  # ours already (preflight run again)
-        if held is not None and holder_alive(run_root, held, stale_s):
+        if held is not None and holder_alive(run_root, held, stale_s, engine):
             return held
         files.replace(path, json.dumps(mine))  # none, or stale: ours now
     return None
@@ -297,6 +303,7 @@ def main() -> None:
             "python": {"type": "str"},
             "imports": {"type": "dict", "default": {}},
             "executor": {"type": "str", "default": "process"},
+            "docker_host": {"type": "str", "default": ""},
         },
         supports_check_mode=False,
     )
@@ -343,7 +350,8 @@ def main() -> None:
 
     mine = {"run_id": p["run_id"], "controller": p["controller"], "taken": time.time()}
     deadline = time.monotonic() + p["lease_wait_s"]
-    while (held := try_take(run_root, mine, p["lease_stale_s"])) is not None:
+    engine = {"docker_host": p["docker_host"], "host": host} if p["executor"] == "docker" else None
+    while (held := try_take(run_root, mine, p["lease_stale_s"], engine)) is not None:
         if time.monotonic() >= deadline:
             wait = p["lease_wait_s"]
             waited = f"waited {wait:g} s" if wait else "use --wait SECONDS"

@@ -16,13 +16,31 @@ description:
     O(reason) goes to C(stop_reason), for the poll to say why the workload ended.
   - Reads the run dir's files only if they are regular files, never through a link; writes
     C(stop_reason) by atomic replace and C(exit_code) only where nothing is there.
+  - With O(executor=docker), the engine at O(docker_host) is asked for the run's containers
+    (labels C(fleetperf.run_id), C(fleetperf.run_dir) and C(fleetperf.host) = O(host));
+    each still running is stopped (SIGTERM, SIGKILL after O(grace)), each is removed, and
+    C(exit_code) is written from the engine where the supervisor did not. Nothing in the run
+    dir, which the container writes (C(exit_code), a deleted file), changes that.
   - With O(lease), releases the host lease there, under its lock, if this run (the run
-    dir's name) holds it.
+    dir's name) holds it; for a container only once it was removed.
 options:
   run_dir: {description: The host's run directory., type: path, required: true}
   grace: {description: Seconds between SIGTERM and SIGKILL., type: float, default: 10}
   reason: {description: Why the workload is stopped (kept in C(stop_reason))., type: str}
   lease: {description: The host lease file to release., type: path}
+  executor:
+    description: How the workload was launched (M(fleetperf_launch)'s O(executor)).
+    type: str
+    default: process
+    choices: [process, docker]
+  docker_host:
+    description: The engine for C(docker) (V("") is the local one).
+    type: str
+    default: ""
+  host:
+    description: The inventory host (the container's C(fleetperf.host) label).
+    type: str
+    default: ""
 extends_documentation_fragment: action_common_attributes
 attributes:
   check_mode: {support: none}
@@ -41,6 +59,13 @@ EXAMPLES = r"""
     run_dir: /var/lib/fleetperf/runs/distilbert-20250101-120000-ab12
     lease: /var/lib/fleetperf/runs/fleetperf.lease
 
+- name: Stop and remove a run's container, then release the lease
+  fleetperf_stop:
+    run_dir: /var/lib/fleetperf/runs/distilbert-20250101-120000-ab12
+    lease: /var/lib/fleetperf/runs/fleetperf.lease
+    executor: docker
+    host: node-1
+
 - name: Stop a peer of a failed host, saying why
   fleetperf_stop:
     run_dir: /var/lib/fleetperf/runs/distilbert-20250101-120000-ab12
@@ -50,8 +75,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 msg:
-  description: What was found, V(never started), V(finished), V(gone) (the supervisor
-    died without an exit code) or V(stopped).
+  description: What was found, V(never started) (no container either), V(finished),
+    V(gone) (the supervisor died without an exit code) or V(stopped).
   returned: unless the docker engine failed
   type: str
   sample: stopped
@@ -141,7 +166,7 @@ def stop_process(tree: set[int], grace: float) -> int:
 def stop_container(run_dir: str, target: dict, grace: float, reason: str | None) -> dict:
     """Docker executor: stop the run's container if it runs, and remove it in any case."""
     try:
-        running = fleetperf_docker.exit_code(target) is None
+        running = fleetperf_docker.exit_code(target) is None  # the engine's word, no file's
         if reason and running:
             files.replace(os.path.join(run_dir, "stop_reason"), reason)
         done = fleetperf_docker.stop(target, grace)
@@ -149,15 +174,12 @@ def stop_container(run_dir: str, target: dict, grace: float, reason: str | None)
         return {"failed": True, "msg": f"docker: {str(exc).splitlines()[0]}"}
     if done["exit_codes"]:
         files.create(os.path.join(run_dir, "exit_code"), str(done["exit_codes"][0]))
-    msg = "stopped" if done["stopped"] else "finished"
+    msg = "stopped" if done["stopped"] else "finished" if done["exit_codes"] else "never started"
     return {"changed": bool(done["exit_codes"]), "msg": msg, "removed": len(done["exit_codes"])}
 
 
 def stop(run_dir: str, grace: float, reason: str | None) -> dict:
-    """Stop the run's workload if anything of it still runs; the module's result."""
-    target = fleetperf_docker.target(run_dir)
-    if target is not None:
-        return stop_container(run_dir, target, grace, reason)
+    """Stop the run's process workload if anything of it still runs; the module's result."""
     exit_file = os.path.join(run_dir, "exit_code")
     if not os.path.lexists(os.path.join(run_dir, files.PID_FILE)):
         return {"changed": False, "msg": "never started"}
@@ -181,14 +203,20 @@ def main() -> None:
             "grace": {"type": "float", "default": 10},
             "reason": {"type": "str"},
             "lease": {"type": "path"},
+            "executor": {"type": "str", "default": "process", "choices": ["process", "docker"]},
+            "docker_host": {"type": "str", "default": ""},
+            "host": {"type": "str", "default": ""},
         },
+        required_if=[("executor", "docker", ("host",))],
         supports_check_mode=False,
     )
-    run_dir, lease = module.params["run_dir"], module.params["lease"]
-    try:
-        result = stop(run_dir, module.params["grace"], module.params["reason"])
-    except ValueError as exc:  # a container.json that is not this run's
-        module.fail_json(msg=str(exc))
+    p = module.params
+    run_dir, lease = p["run_dir"], p["lease"]
+    if p["executor"] == "docker":
+        target = fleetperf_docker.target(run_dir, p["docker_host"], p["host"])
+        result = stop_container(run_dir, target, p["grace"], p["reason"])
+    else:
+        result = stop(run_dir, p["grace"], p["reason"])
     if result.pop("failed", False):
         module.fail_json(**result)
     if lease and files.release(lease, os.path.basename(os.path.normpath(run_dir))):

@@ -15,8 +15,8 @@ description:
   - While it holds it only looks at two files ten times a second (about 0.02 % of a core),
     at normal priority (at the lowest (SCHED_IDLE or nice 19) a saturated host kept it from
     noticing its lines for seconds). It returns early when Ansible is gone (stdout closed).
-  - C(finished) is true once the workload's C(exit_code) exists and every line written
-    before it has been returned; then C(stderr_tail) holds the end of C(stderr.log) and
+  - C(finished) is true once the workload has ended and every line written before has been
+    returned; then C(stderr_tail) holds the end of C(stderr.log) and
     C(stop_reason) why M(fleetperf_stop) signalled it, if it did.
   - Touches C(heartbeat) in O(run_dir) while it holds (the host lease's proof of life).
     Adds its own CPU time to C(poll_cpu_s) there (what polling cost the host).
@@ -29,9 +29,16 @@ description:
   - With O(lines=false) (a host whose file the controller follows itself, tui/stream.py)
     it returns no lines and holds until the workload ended, a stall, a time-out or
     O(wait); C(events_bytes), the file's size, tells the follower how much to wait for.
+  - A process workload has ended once its C(exit_code) exists. A container's has ended once
+    the engine at O(docker_host) says the run's container (labels C(fleetperf.run_id),
+    C(fleetperf.run_dir), C(fleetperf.host) = O(host)) is no longer running, whatever the
+    run dir (the container's to write) holds; the engine is asked at most twice a second
+    while the poll holds, its start time is the one O(timeout_s) counts from, and where the
+    supervisor wrote no C(exit_code) the engine's exit code is written.
   - With O(lease), once a process workload (no container) has ended, it releases the host
     lease there if this run holds it, as M(fleetperf_stop) would for an ended workload,
-    which then has nothing left to do.
+    which then has nothing left to do. A container's lease is released by the stop that
+    removes it.
 options:
   run_dir: {description: The host's run directory., type: path, required: true}
   lines:
@@ -56,6 +63,19 @@ options:
     type: float
     required: true
   lease: {description: The host lease file to release once the workload ended., type: path}
+  executor:
+    description: How the workload was launched (M(fleetperf_launch)'s O(executor)).
+    type: str
+    default: process
+    choices: [process, docker]
+  docker_host:
+    description: The engine for C(docker) (V("") is the local one).
+    type: str
+    default: ""
+  host:
+    description: The inventory host (the container's C(fleetperf.host) label).
+    type: str
+    default: ""
 extends_documentation_fragment: action_common_attributes
 attributes:
   check_mode:
@@ -150,12 +170,14 @@ import os
 import resource
 import select
 import time
+from collections.abc import Callable
 
 from ansible.module_utils import fleetperf_docker
 from ansible.module_utils import fleetperf_host as files
 from ansible.module_utils.basic import AnsibleModule
 
 TICK_S = 0.1  # how often a hold looks at the files: the latency floor of a poll
+ENGINE_S = 0.5  # how often a hold asks the docker engine whether the container ended
 HEARTBEAT_S = 5.0
 STDERR_TAIL_BYTES = 2000
 MAX_LINE_BYTES = 64 * 1024  # tui/events.py's limit: a longer event line goes back cut
@@ -214,16 +236,19 @@ def ansible_gone() -> bool:
 class Run:
     """The files of one run directory that a poll looks at."""
 
-    def __init__(self, run_dir: str) -> None:
+    def __init__(self, run_dir: str, started: float | None = None) -> None:
         self.dir = run_dir
         self.events = os.path.join(run_dir, "events.jsonl")
         self.offset_file = os.path.join(run_dir, "events.offset")
         self.exit_file = os.path.join(run_dir, "exit_code")
         self.heartbeat = os.path.join(run_dir, "heartbeat")
-        # When the launch wrote its record (a container run has container.json instead).
-        started = files.regular_stat(os.path.join(run_dir, files.PID_FILE))
-        started = started or files.regular_stat(os.path.join(run_dir, fleetperf_docker.TARGET))
-        self.started = started.st_mtime if started else time.time()
+        if started is None:  # a process run: when the launch wrote its record
+            record = files.regular_stat(os.path.join(run_dir, files.PID_FILE))
+            started = record.st_mtime if record else None
+        self.started = time.time() if started is None else started
+
+    def exited(self) -> bool:
+        return os.path.lexists(self.exit_file)
 
     def offset(self) -> int:
         try:
@@ -254,27 +279,41 @@ class Run:
         return min(now + params["wait"], now + max(0.0, due - now_wall) + TICK_S)
 
 
-def container_ended(run: Run) -> None:
-    """Docker executor: write exit_code for a container that ended without its supervisor
-    writing it (killed, out of memory)."""
-    target = fleetperf_docker.target(run.dir)
-    if target is None or os.path.lexists(run.exit_file):
-        return
-    code = fleetperf_docker.exit_code(target)
-    if code is not None:
-        files.create(run.exit_file, str(code))  # unless the supervisor wrote it meanwhile
+class Container:
+    """A docker run's container as its engine sees it. The container writes its run dir,
+    so exit_code there proves nothing: it has ended when the engine says so."""
+
+    def __init__(self, target: dict[str, str]) -> None:
+        self.target = target
+        self.state = fleetperf_docker.state(target)
+        self.asked = time.monotonic()
+
+    def exited(self) -> bool:
+        """Whether the container has stopped (or is gone), asking at most every ENGINE_S."""
+        if time.monotonic() - self.asked >= ENGINE_S:
+            self.state, self.asked = fleetperf_docker.state(self.target), time.monotonic()
+        return fleetperf_docker.ended(self.state) is not None
+
+    def record_exit(self, run: Run) -> None:
+        """Write exit_code for a container that ended without its supervisor writing it
+        (killed, out of memory)."""
+        code = fleetperf_docker.ended(self.state)
+        if code is not None and not os.path.lexists(run.exit_file):
+            files.create(run.exit_file, str(code))  # unless the supervisor wrote it meanwhile
 
 
-def hold(run: Run, offset: int, params: dict) -> tuple[list[str], int, bool]:
-    """Wait for new lines (if wanted), the exit, or the deadline; return lines, new
-    offset, exited."""
+def hold(
+    run: Run, offset: int, params: dict, exited_now: Callable[[], bool]
+) -> tuple[list[str], int, bool]:
+    """Wait for new lines (if wanted), the exit (``exited_now``), or the deadline; return
+    lines, new offset, exited."""
     deadline = run.deadline(params)
     # The last return that carried lines wrote the offset file: space the next from it.
     ready_at = mtime(run.offset_file, 0.0) + params["min_gap"]
     next_beat, seen = 0.0, offset
     while True:
         now = time.monotonic()
-        exited = os.path.lexists(run.exit_file)  # first: lines written before it are on disk
+        exited = exited_now()  # first: lines written before it are on disk
         if exited or now >= deadline or ansible_gone():
             break
         # A complete new line is what counts: a line still being written is no reason to go.
@@ -303,17 +342,30 @@ def main() -> None:
             "timeout_s": {"type": "float", "required": True},
             "stall_s": {"type": "float", "required": True},
             "lease": {"type": "path"},
+            "executor": {"type": "str", "default": "process", "choices": ["process", "docker"]},
+            "docker_host": {"type": "str", "default": ""},
+            "host": {"type": "str", "default": ""},
         },
+        required_if=[("executor", "docker", ("host",))],
         supports_check_mode=True,
     )
-    run = Run(module.params["run_dir"])
-    if not module.check_mode:
+    p = module.params
+    if p["executor"] == "docker":
         try:
-            container_ended(run)
-        except ValueError as exc:  # a container.json that is not this run's
-            module.fail_json(msg=str(exc))
-    offset = run.offset()
-    lines, new_offset, exited = hold(run, offset, module.params)
+            container = Container(
+                fleetperf_docker.target(p["run_dir"], p["docker_host"], p["host"])
+            )
+            run = Run(p["run_dir"], fleetperf_docker.started_at(container.state))
+            offset = run.offset()
+            lines, new_offset, exited = hold(run, offset, p, container.exited)
+            if exited and not module.check_mode:
+                container.record_exit(run)
+        except Exception as exc:  # noqa: BLE001 - an engine error: this host's one-line failure
+            module.fail_json(msg=f"host {p['host']}: docker: {str(exc).splitlines()[0]}")
+    else:
+        container, run = None, Run(p["run_dir"])
+        offset = run.offset()
+        lines, new_offset, exited = hold(run, offset, p, run.exited)
     if new_offset != offset and not module.check_mode:
         run.save_offset(new_offset)
 
@@ -336,7 +388,7 @@ def main() -> None:
         finished
         and lease
         and not module.check_mode
-        and fleetperf_docker.target(run.dir) is None  # a container is removed by the stop
+        and container is None  # a container's lease goes when the stop has removed it
         and files.release(lease, os.path.basename(os.path.normpath(run.dir)))
     )
     last_event = max(run.started, mtime(run.events, run.started))

@@ -3,29 +3,29 @@
 A workload container runs the same supervisor as a process launch, so stdout.log,
 stderr.log and exit_code land in the run directory (mounted read-write at its host path)
 either way; what differs is only where it runs and how it is stopped. Containers carry
-the labels fleetperf.run_id, fleetperf.case and fleetperf.host (several inventory hosts may
-share one engine): stop and cleanup find them by run id, through container.json in the run
-dir, which the launch writes before it starts anything.
+the labels fleetperf.run_id, fleetperf.run_dir, fleetperf.host (several inventory hosts may
+share one engine) and fleetperf.case. Tail, stop and preflight find a run's container by
+those labels, asking the engine (the play gives them the engine and the host): nothing in
+the run dir, which the container writes, decides whether it runs or where it is.
 
 Never privileged: device access is exactly what the vendor's group_vars list.
 """
 
 from __future__ import annotations
 
+import calendar
 import contextlib
 import glob
-import json
 import os
 import re
+import time
 from typing import Any
 
-from ansible.module_utils.fleetperf_host import read_text, replace
-
 LABEL_RUN = "fleetperf.run_id"
+LABEL_RUN_DIR = "fleetperf.run_dir"
 LABEL_CASE = "fleetperf.case"
 LABEL_HOST = "fleetperf.host"  # the inventory host: several may share one engine
-
-TARGET = "container.json"  # in the run dir: which engine and labels hold the run's container
+ALIVE = ("created", "running", "restarting", "paused")  # docker's states of a live container
 
 # The launch module's ``container`` option (argument spec suboptions): the vendor's settings
 # (group_vars) and the run's. Paths are the host's, mounted at the same path.
@@ -60,31 +60,22 @@ def client(docker_host: str) -> contextlib.closing:
     return contextlib.closing(c)
 
 
-def target(run_dir: str) -> dict[str, str] | None:
-    """The run's container target (docker_host, run_id, host), or None for a process run.
-
-    The container can write this file (its run dir is mounted): a regular file only, and
-    one naming another run (whose containers stop would then remove) is refused.
-    """
-    path = os.path.join(run_dir, TARGET)
-    text = read_text(path)
-    if text is None:
-        return None
-    try:
-        t = json.loads(text)
-    except ValueError:
-        t = None
-    keys = ("docker_host", "run_id", "host")
-    if not (isinstance(t, dict) and all(isinstance(t.get(k), str) for k in keys)):
-        raise ValueError(f"{path}: not a container target")
-    if t["run_id"] != os.path.basename(os.path.normpath(run_dir)):
-        raise ValueError(f"{path}: names run {t['run_id']!r}, not this run dir's")
-    return {k: t[k] for k in keys}
+def target(run_dir: str, docker_host: str, host: str) -> dict[str, str]:
+    """Where the run's container is and what labels it carries: the engine and inventory
+    host from the play, the run id and run dir from the run dir's path."""
+    run_dir = os.path.normpath(run_dir)
+    return {
+        "docker_host": docker_host,
+        "run_id": os.path.basename(run_dir),
+        "run_dir": run_dir,
+        "host": host,
+    }
 
 
 def _mine(t: dict[str, str]) -> dict[str, list[str]]:
     """The label filter for this run's containers on this inventory host."""
-    return {"label": [f"{LABEL_RUN}={t['run_id']}", f"{LABEL_HOST}={t['host']}"]}
+    labels = {LABEL_RUN: t["run_id"], LABEL_RUN_DIR: t["run_dir"], LABEL_HOST: t["host"]}
+    return {"label": [f"{k}={v}" for k, v in labels.items()]}
 
 
 def _exit_code(state: dict[str, Any]) -> int:
@@ -119,14 +110,12 @@ def launch(
 ) -> dict[str, Any]:
     """Start ``command`` in a detached container, unless this run's is already there.
 
-    ``t`` is the target (docker_host, run_id, host), written to the run dir first so that
-    stop finds the container whatever happens next. Paths inside the container are the
-    host's, so the command's arguments mean the same in both. Returns the container id,
-    the image tag and id, and whether it started now.
+    ``t`` is the target (``target``): its labels are how tail and stop find the container.
+    Paths inside the container are the host's, so the command's arguments mean the same
+    in both. Returns the container id, the image tag and id, and whether it started now.
     """
     from docker.types import Mount, Ulimit
 
-    replace(os.path.join(run_dir, TARGET), json.dumps(t))
     mounts = [Mount(run_dir, run_dir, type="bind", read_only=False)]
     mounts += [Mount(m, m, type="bind", read_only=True) for m in container["mounts_ro"]]
     network = "host" if container["host_network"] else (container["network"] or None)
@@ -142,6 +131,7 @@ def launch(
                     name=re.sub(r"[^a-zA-Z0-9_.-]", "_", f"fleetperf-{t['run_id']}-{t['host']}"),
                     labels={
                         LABEL_RUN: t["run_id"],
+                        LABEL_RUN_DIR: t["run_dir"],
                         LABEL_HOST: t["host"],
                         LABEL_CASE: container["case"],
                     },
@@ -172,18 +162,33 @@ def launch(
         }
 
 
-def exit_code(t: dict[str, str]) -> int | None:
-    """The exit code of this run's container once it has stopped; None while it runs.
-
-    No container at all (removed behind our back) counts as killed: -9.
-    """
+def state(t: dict[str, str]) -> dict[str, Any] | None:
+    """What the engine says of this run's container (docker inspect's State); None when
+    there is none."""
     with client(t["docker_host"]) as c:
         found = c.containers.list(all=True, filters=_mine(t))
-        if not found:
-            return -9
-        state = found[0].attrs["State"]
-        alive = state["Status"] in ("created", "running", "restarting", "paused")
-        return None if alive else _exit_code(state)
+        return found[0].attrs["State"] if found else None
+
+
+def ended(st: dict[str, Any] | None) -> int | None:
+    """The exit code of a container in this state once it has stopped; None while it
+    lives. No container at all (removed behind our back) counts as killed: -9."""
+    if st is None:
+        return -9
+    return None if st["Status"] in ALIVE else _exit_code(st)
+
+
+def exit_code(t: dict[str, str]) -> int | None:
+    """The exit code of this run's container once it has stopped; None while it lives."""
+    return ended(state(t))
+
+
+def started_at(st: dict[str, Any] | None) -> float | None:
+    """When the engine started the container (epoch seconds); None if it has not said."""
+    found = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?", (st or {}).get("StartedAt", ""))
+    if not found or found[1].startswith("0001"):  # docker's zero time: never started
+        return None
+    return calendar.timegm(time.strptime(found[1], "%Y-%m-%dT%H:%M:%S")) + float(found[2] or 0)
 
 
 def stop(t: dict[str, str], grace: float) -> dict[str, Any]:

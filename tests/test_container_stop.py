@@ -1,0 +1,109 @@
+"""A container cannot escape its stop (issue 26 point 7), on a real docker engine.
+
+The workload, from inside its container, deletes container.json and writes exit_code 0
+into its run dir (mounted read-write), then keeps running. The poll (fleetperf_tail) and
+the stop (fleetperf_stop) ask the engine for the run's container by the labels the launch
+set, so the poll does not call the run ended nor release the host lease while the
+container runs, and the stop stops and removes it and only then releases the lease.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dockerd import Dockerd, missing
+from test_modules import module
+
+REPO = Path(__file__).resolve().parents[1]
+BASE = "fleetperf-local/base:bookworm"
+IMAGE = "fleetperf-test/python:1"  # the base with "python", which the launch runs
+
+pytestmark = [
+    pytest.mark.skipif(missing() is not None, reason=str(missing())),
+    pytest.mark.xdist_group("containers"),
+    pytest.mark.slow,  # an engine of the test's own, and a base image imported into it
+]
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dockerd]:
+    engine = Dockerd(tmp_path_factory.mktemp("engine"))  # short: containerd's socket path
+    engine.start()
+    try:
+        made = subprocess.run(
+            [sys.executable, str(REPO / "scripts" / "make-base-image"), "--tag", BASE],
+            env={**os.environ, "DOCKER_HOST": engine.host},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert made.returncode == 0, made.stderr
+        engine.docker(
+            "run", "--name", "with-python", BASE, "ln", "-s", "python3", "/usr/bin/python"
+        )
+        engine.docker("commit", "with-python", IMAGE)
+        engine.docker("rm", "with-python")
+        yield engine
+    finally:
+        engine.remove_containers()
+        engine.stop()
+        engine.remove_data()
+
+
+def test_a_container_that_forges_its_end_is_still_stopped(engine: Dockerd, tmp_path: Path) -> None:
+    run_dir = tmp_path / "runs" / "run-1"
+    run_dir.mkdir(parents=True)
+    lease = run_dir.parent / "fleetperf.lease"
+    lease.write_text(json.dumps({"run_id": "run-1"}))
+    forge = (
+        "import os, time\n"
+        f"if os.path.lexists({str(run_dir / 'container.json')!r}):\n"
+        f"    os.unlink({str(run_dir / 'container.json')!r})\n"
+        f"open({str(run_dir / 'exit_code')!r}, 'w').write('0')\n"
+        "time.sleep(600)\n"
+    )
+    ours = {"executor": "docker", "docker_host": engine.host, "host": "h1"}
+    container = {"image": IMAGE, "case": "forger", "network": "none"}
+    res, _ = module(
+        "fleetperf_launch",
+        tmp_path,
+        run_dir=str(run_dir),
+        argv=["python3", "-c", forge],
+        chdir=str(run_dir),
+        run_id="run-1",
+        container=container,
+        **ours,
+    )
+    assert res.get("changed"), res
+    deadline = time.monotonic() + 60
+    while not (run_dir / "exit_code").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert (run_dir / "exit_code").read_text() == "0"  # the container's forgery is in place
+    assert not (run_dir / "container.json").exists()
+
+    poll = {"run_dir": str(run_dir), "lines": False, "wait": 1, "timeout_s": 600, "stall_s": 600}
+    res, _ = module("fleetperf_tail", tmp_path, lease=str(lease), **poll, **ours)
+    assert not res["finished"] and not res["released"] and res["exit_code"] is None, res
+    assert lease.exists()
+    assert running(engine) == ["running"]
+
+    res, _ = module(
+        "fleetperf_stop", tmp_path, run_dir=str(run_dir), grace=1, lease=str(lease), **ours
+    )
+    assert (res["msg"], res["removed"], res.get("released")) == ("stopped", 1, True), res
+    assert running(engine) == [] and not lease.exists()
+
+
+def running(engine: Dockerd) -> list[str]:
+    """The states of the engine's containers of run-1."""
+    out = engine.docker(
+        "ps", "-a", "--filter", "label=fleetperf.run_id=run-1", "--format", "{{.State}}"
+    )
+    return out.stdout.split()
