@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ansible_runner import Runner
 
@@ -33,6 +34,7 @@ from tui.ansiblerun import (
     kill_leftover_ansible,
 )
 from tui.catalog import DATA_MANIFEST, REPO_ROOT, RunSpec
+from tui.errors import UsageError
 from tui.events import (
     PREFLIGHT_ACTION,
     TAIL_ACTION,
@@ -49,7 +51,7 @@ from tui.events import (
 )
 from tui.extravars import declared, spec
 from tui.paths import UnsafeName, host_path
-from tui.stream import Follower, Reach
+from tui.stream import Follower, Reach, capped_lines
 
 # The Slurm executor's modules (playbooks/slurm.yml) whose results the tracker reads.
 SLURM_CHECK, SLURM_SUBMIT, SLURM_POLL = (
@@ -65,7 +67,25 @@ CANCEL_SETTLE_S = 0.3  # a cancel seen this long: the batch's other cancels have
 POLL_S = 30.0  # longest hold of one poll while nothing happens (it returns on new lines)
 DRAIN_S = 5.0  # longest wait at a host's end for its follower to hand on the last lines
 # What a run leaves in a host's run directory that the controller keeps.
-HOST_FILES = ("events.jsonl", "stdout.log", "stderr.log", "exit_code", "config.json")
+_MIB = 1 << 20
+# The most of each host file the controller keeps, and which end (issue 26 point 4: one
+# host's 400 MB events file without a newline cost the controller 800 MB of memory and
+# was copied whole into results/runs). The events keep their head: the follower's byte
+# count still points into the copy, so recover() goes on where it stopped. The logs keep
+# their tail, where the error that ended a run is. The settings (environment variables,
+# MiB) change the defaults: name -> (setting, default bytes, the end kept).
+HOST_FILE_LIMITS: dict[str, tuple[str | None, int, str]] = {
+    "events.jsonl": ("FLEETPERF_MAX_EVENTS_MIB", 256 * _MIB, "head"),
+    "stdout.log": ("FLEETPERF_MAX_LOG_MIB", 64 * _MIB, "tail"),
+    "stderr.log": ("FLEETPERF_MAX_LOG_MIB", 64 * _MIB, "tail"),
+    "exit_code": (None, 64, "head"),
+    "config.json": (None, _MIB, "head"),
+}
+HOST_FILES = tuple(HOST_FILE_LIMITS)
+MAX_SETTING_MIB = 1 << 16  # 64 GiB: past it, a setting is a typo
+# The pax header of a member a host cut to its limit: the file's whole size
+# (playbooks/module_utils/fleetperf_host.py CUT_HEADER).
+CUT_HEADER = "FLEETPERF.size"
 HOST_ARCHIVE = "files.tar"  # what a host's files are fetched in (playbooks/tasks/collect.yml)
 
 
@@ -75,6 +95,22 @@ def new_run_id(case: str) -> str:
     the store refuses the rare repeat, tui/store.py). Tables show the token's first digits."""
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return f"{stamp}-{case}-{secrets.token_hex(8)}"
+
+
+def host_file_limits() -> dict[str, dict[str, Any]]:
+    """HOST_FILE_LIMITS with the settings applied: name -> {"bytes", "keep"}, as the
+    collect modules take them (fleetperf_host_file_limits); UsageError for a bad setting."""
+    out = {}
+    for name, (setting, default, keep) in HOST_FILE_LIMITS.items():
+        raw = os.environ.get(setting) if setting else None
+        if raw is not None and not (
+            re.fullmatch(r"[0-9]{1,6}", raw) and 0 < int(raw) <= MAX_SETTING_MIB
+        ):
+            raise UsageError(
+                f"{setting}={raw!r}: expected a whole number of MiB, 1 to {MAX_SETTING_MIB}"
+            )
+        out[name] = {"bytes": default if raw is None else int(raw) * _MIB, "keep": keep}
+    return out
 
 
 def _case_path(case_dir: Path) -> str:
@@ -153,6 +189,7 @@ class Launch:
             "fleetperf_fetch_dir": str(self.run_dir / "hosts"),
             "fleetperf_host_files": list(HOST_FILES),
             "fleetperf_host_archive": HOST_ARCHIVE,
+            "fleetperf_host_file_limits": host_file_limits(),
             "fleetperf_data_manifest": DATA_MANIFEST,
             "fleetperf_config_env": spec.config.env,  # catalog-checked; {data_dir}: the plays
             "fleetperf_imports": {
@@ -352,10 +389,10 @@ class _Tracker:
                 continue
             with path.open("rb") as f:
                 f.seek(follower.received)
-                rest = f.read().decode("utf-8", "replace")
-            for line in rest.splitlines():
-                if ev := parse_line(self.run_id, host, line):
-                    self.emit(ev)
+                for head, _, _ in capped_lines(f):  # at most a line's cap held at once
+                    line = head.decode("utf-8", "replace").strip()
+                    if line and (ev := parse_line(self.run_id, host, line)):
+                        self.emit(ev)
 
     def emit(self, ev: Event) -> None:
         with self._lock:
@@ -393,10 +430,12 @@ class _Tracker:
                 self.emit(HostState(self.run_id, host, "stopped"))
 
 
-def _copy_host_files(host_dirs: dict[str, Path], fetch_dir: Path) -> None:
+def _copy_host_files(host_dirs: dict[str, Path], fetch_dir: Path) -> list[str]:
     """What the play's fetch does for other hosts, for hosts that share our files: regular
     files only, never through a link (the workload writes its run dir;
-    playbooks/module_utils/fleetperf_host.py does the same on hosts)."""
+    playbooks/module_utils/fleetperf_host.py does the same on hosts), each within its
+    limit. The files cut, as notes."""
+    limits, notes = host_file_limits(), []
     for host, src in host_dirs.items():
         dest = fetch_dir / host
         safefile.make_dirs(dest)
@@ -406,9 +445,12 @@ def _copy_host_files(host_dirs: dict[str, Path], fetch_dir: Path) -> None:
             except OSError:  # missing, or a link (ELOOP)
                 continue
             with open(fd, "rb") as f:
-                if stat.S_ISREG(os.fstat(fd).st_mode):
+                st = os.fstat(fd)
+                if stat.S_ISREG(st.st_mode):
                     with safefile.replacing(dest / name) as out:
-                        shutil.copyfileobj(f, out)
+                        kept = _copy_limited(f, out, st.st_size, limits[name])
+                    notes += _cut_note(host, name, st.st_size, kept, limits[name])
+    return notes
 
 
 def unpack_host_files(fetch_dir: Path, *, nodes: bool = False) -> list[str]:
@@ -416,17 +458,55 @@ def unpack_host_files(fetch_dir: Path, *, nodes: bool = False) -> list[str]:
     HOST_FILES only (the host made it from its run dir, which its workload writes), 0600
     whatever mode the host gave them, replacing a link rather than following. A process
     host's go beside it; with ``nodes``, a Slurm login host's NODE/NAME members go to
-    fetch_dir/NODE (playbooks/tasks/slurm_stop.yml). What was refused, as notes."""
+    fetch_dir/NODE (playbooks/tasks/slurm_stop.yml). Each within its limit, whatever the
+    host sent. What was refused or cut (here or by the host), as notes."""
     refused: dict[str, str] = {}
+    limits, cut = host_file_limits(), []
     for archive in fetch_dir.glob(f"*/{HOST_ARCHIVE}"):
         with tarfile.open(archive) as tar:
             for member in tar.getmembers():
                 dest = _member_dest(fetch_dir, archive.parent, member.name, nodes, refused)
                 if dest and member.isreg() and (f := tar.extractfile(member)) is not None:
+                    limit = limits[dest.name]
                     with f, safefile.replacing(dest) as out:
-                        shutil.copyfileobj(f, out)
+                        kept = _copy_limited(f, out, member.size, limit)
+                    size = _whole_size(member)
+                    cut += _cut_note(dest.parent.name, dest.name, size, kept, limit)
         archive.unlink()
-    return list(refused.values())
+    return [*refused.values(), *cut]
+
+
+def _copy_limited(src: BinaryIO, out: BinaryIO, size: int, limit: dict[str, Any]) -> int:
+    """Of ``src`` (``size`` bytes), the head or tail its limit keeps, into ``out``, a MiB
+    at a time; the bytes copied."""
+    kept = min(size, limit["bytes"])
+    src.seek(size - kept if limit["keep"] == "tail" else 0)
+    left = kept
+    while left and (chunk := src.read(min(left, _MIB))):
+        out.write(chunk)
+        left -= len(chunk)
+    return kept - left
+
+
+def _whole_size(member: tarfile.TarInfo) -> int:
+    """A member's size before its host cut it (its CUT_HEADER, if a plausible number)."""
+    said = member.pax_headers.get(CUT_HEADER, "")
+    if re.fullmatch(r"[0-9]{1,19}", said) and int(said) > member.size:
+        return int(said)
+    return member.size
+
+
+def _cut_note(host: str, name: str, size: int, kept: int, limit: dict[str, Any]) -> list[str]:
+    """The record's note for a host file cut (``size`` bytes, ``kept`` of them) to its
+    limit, here or by its host; none for one kept whole."""
+    if kept >= size:
+        return []
+    setting = HOST_FILE_LIMITS[name][0]
+    why = f" ({setting})" if setting else ""
+    return [
+        f"host {host}: {name} was {size} bytes; kept its {limit['keep']} {kept} bytes, the"
+        f" limit{why}"
+    ]
 
 
 def _member_dest(
@@ -474,7 +554,7 @@ def _conclude(
     that share ours copied, the lines a follower missed recovered; its outcome."""
     try:
         tracker.close_followers()
-        _copy_host_files(tracker.host_dirs, launch.run_dir / "hosts")
+        copied = _copy_host_files(tracker.host_dirs, launch.run_dir / "hosts")
         unpacked = unpack_host_files(launch.run_dir / "hosts", nodes=launch.executor == "slurm")
         tracker.recover(launch.run_dir / "hosts")
         tracker.stopped()
@@ -502,7 +582,7 @@ def _conclude(
         synthetic_data=_synthetic([v["synthetic_data"] for v in seen]),
         slurm={k: v for k, v in tracker.slurm.items() if k != "_seen"} if tracker.slurm else None,
         image_ids=tracker.image_ids,
-        notes=list(dict.fromkeys([*tracker.refused.values(), *unpacked])),
+        notes=list(dict.fromkeys([*tracker.refused.values(), *unpacked, *copied])),
     )
 
 
@@ -739,6 +819,7 @@ def stop_run(
             "fleetperf_fetch_dir": str(run_dir / "hosts"),
             "fleetperf_host_files": list(HOST_FILES),
             "fleetperf_host_archive": HOST_ARCHIVE,
+            "fleetperf_host_file_limits": host_file_limits(),
             **controller_vars(results_dir, data_root),
         }
     )

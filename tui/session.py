@@ -260,6 +260,7 @@ class Session:
         """Every case x config resolved and given hosts; CatalogError (one line) on bad input."""
         if repeat < 1:
             raise UsageError(f"--repeat {repeat}: must be at least 1")
+        fleet.host_file_limits()  # a bad FLEETPERF_MAX_*_MIB: refused before any launch
         specs = []
         for case_name, ref in pairs:
             case = catalog.load_case(case_name, self.cases_dir)

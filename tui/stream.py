@@ -19,9 +19,9 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from tui.events import MAX_LINE_BYTES
 
@@ -101,6 +101,21 @@ def reach(name: str, hostvars: dict[str, Any]) -> Reach | None:
     return Reach(ssh=(*argv, "--", found.get("host", name)))
 
 
+def capped_lines(stream: BinaryIO) -> Iterator[tuple[bytes, int, bool]]:
+    """Each line of ``stream`` as (its head, its size in bytes, whether a newline ended it).
+    Read MAX_LINE_BYTES + 1 at a time: of a longer line only that head is kept and handed
+    on (the parser drops it as too long, counted), never all of it, so a reader holds at
+    most that much of a line whatever a workload writes."""
+    head, size = b"", 0
+    while piece := stream.readline(MAX_LINE_BYTES + 1):
+        head, size = head or piece, size + len(piece)
+        if piece.endswith(b"\n"):
+            yield head, size, True
+            head, size = b"", 0
+    if size:
+        yield head, size, False
+
+
 class Follower:
     """One host's events file, followed from its first byte; each complete line goes to
     ``on_line`` (on the follower's own thread) as soon as it is written."""
@@ -121,22 +136,15 @@ class Follower:
 
     def _read(self) -> None:
         assert self._proc.stdout is not None
-        # Read at most MAX_LINE_BYTES + 1 at a time: of a longer line only that head is
-        # kept and handed on (the parser drops it as too long, counted), never all of it.
-        head, size = b"", 0
-        while piece := self._proc.stdout.readline(MAX_LINE_BYTES + 1):
-            head, size = head or piece, size + len(piece)
-            if not piece.endswith(b"\n"):
-                if len(piece) <= MAX_LINE_BYTES:
-                    break  # the follower was stopped in the middle of a line
-                continue
+        for head, size, ended in capped_lines(self._proc.stdout):
+            if not ended:
+                break  # the follower was stopped in the middle of a line
             line = head.decode("utf-8", "replace").strip()
             if line:
                 self._on_line(line)
             with self._more:
                 self.received += size
                 self._more.notify_all()
-            head, size = b"", 0
 
     def drain(self, size: int, timeout: float) -> bool:
         """Wait until ``size`` bytes of the file have been handed on; False on time-out."""

@@ -14,6 +14,10 @@ description:
     C(skipped). The play fetches from C(dir) and removes it.
   - With O(archive), the copies go into one tar file of that name in C(dir) instead (regular
     file members only, each under its own name), so that the play fetches one file.
+  - With O(limits), a file larger than its limit is copied cut to that many bytes of its
+    head or tail (the controller caps what one host can make it hold), named in RV(cut) with
+    its whole size; in O(archive), that size is also the member's C(FLEETPERF.size) pax
+    header.
 options:
   run_dir: {description: The host's run directory., type: path, required: true}
   files:
@@ -25,6 +29,12 @@ options:
     description: Put the copies into one uncompressed tar file of this name (a plain name)
       in RV(dir), returned as RV(archive).
     type: str
+  limits:
+    description: NAME -> C({bytes, keep}), the most of that file copied and which end is
+      kept (C(head) or C(tail)); a name not in it is copied whole (tui/fleet.py
+      HOST_FILE_LIMITS).
+    type: dict
+    default: {}
 extends_documentation_fragment: action_common_attributes
 attributes:
   check_mode: {support: none}
@@ -59,6 +69,9 @@ EXAMPLES = r"""
     run_dir: /var/lib/fleetperf/runs/distilbert-20250101-120000-ab12
     files: [events.jsonl, stdout.log, stderr.log, exit_code, config.json]
     archive: files.tar
+    limits:
+      events.jsonl: {bytes: 268435456, keep: head}
+      stdout.log: {bytes: 67108864, keep: tail}
   register: collected
 """
 
@@ -85,43 +98,67 @@ skipped:
   type: list
   elements: str
   sample: [stderr.log]
+cut:
+  description: The names of O(files) copied cut to their O(limits), each with its whole size.
+  returned: when O(run_dir) exists
+  type: dict
+  sample: {stdout.log: 1073741824}
 """
 
 import contextlib
 import os
-import shutil
 import tarfile
 import tempfile
+from typing import BinaryIO
 
 from ansible.module_utils import fleetperf_host as files
 from ansible.module_utils.basic import AnsibleModule
 
 
 def collect(
-    run_dir: str, names: list[str], archive: str | None = None
-) -> tuple[str, list[str], list[str]]:
-    """The snapshot directory, the names copied, the names left out."""
+    run_dir: str,
+    names: list[str],
+    archive: str | None = None,
+    limits: dict[str, tuple[int, str]] | None = None,
+) -> tuple[str, list[str], list[str], dict[str, int]]:
+    """The snapshot directory, the names copied, the names left out, the names cut."""
     run_dir = os.path.normpath(run_dir)
     root, run_id = os.path.split(run_dir)
     dest = tempfile.mkdtemp(prefix=f".collect-{run_id}-", dir=root)  # 0700, a new name
-    copied, skipped = [], []
+    copied, skipped, cut = [], [], {}
     with contextlib.ExitStack() as stack:
         tar = None
         if archive:
-            tar = stack.enter_context(tarfile.open(os.path.join(dest, archive), "x"))
+            path = os.path.join(dest, archive)
+            tar = stack.enter_context(tarfile.open(path, "x", format=tarfile.PAX_FORMAT))
         for name in names:
             fd = files.open_regular(os.path.join(run_dir, name))
             if fd is None:
                 skipped.append(name)
                 continue
+            limit = (limits or {}).get(name)
             with os.fdopen(fd, "rb") as src:
                 if tar is not None:
-                    files.add_to_tar(tar, src, name)
+                    size = files.add_to_tar(tar, src, name, limit)
                 else:
-                    with open(os.path.join(dest, name), "xb") as out:
-                        shutil.copyfileobj(src, out)
+                    size = copy(src, os.path.join(dest, name), limit)
             copied.append(name)
-    return dest, copied, skipped
+            if size is not None:
+                cut[name] = size
+    return dest, copied, skipped, cut
+
+
+def copy(src: BinaryIO, path: str, limit: tuple[int, str] | None) -> int | None:
+    """``src`` into a new file at path, the part ``limit`` keeps; its whole size if cut."""
+    size = os.fstat(src.fileno()).st_size
+    start, kept = files.window(size, limit)
+    src.seek(start)
+    left = kept
+    with open(path, "xb") as out:
+        while left and (chunk := src.read(min(left, 1 << 20))):
+            out.write(chunk)
+            left -= len(chunk)
+    return size if kept < size else None
 
 
 def main() -> None:
@@ -130,6 +167,7 @@ def main() -> None:
             "run_dir": {"type": "path", "required": True},
             "files": {"type": "list", "elements": "str", "required": True},
             "archive": {"type": "str"},
+            "limits": {"type": "dict", "default": {}},
         },
         supports_check_mode=False,
     )
@@ -139,10 +177,16 @@ def main() -> None:
     if bad:
         field, name = bad[0]
         module.fail_json(msg=f"fleetperf_collect: {field}: {name!r} is not a plain file name")
+    try:
+        limits = files.limits(module.params["limits"])
+    except ValueError as exc:
+        module.fail_json(msg=f"fleetperf_collect: {exc}")
     if not os.path.isdir(module.params["run_dir"]):  # never created (a preflight failed first)
         module.exit_json(changed=False, files=[], skipped=names)
-    dest, copied, skipped = collect(module.params["run_dir"], names, archive)
-    module.exit_json(changed=True, dir=dest, files=copied, skipped=skipped, archive=archive)
+    dest, copied, skipped, cut = collect(module.params["run_dir"], names, archive, limits)
+    module.exit_json(
+        changed=True, dir=dest, files=copied, skipped=skipped, archive=archive, cut=cut
+    )
 
 
 if __name__ == "__main__":

@@ -26,6 +26,12 @@ options:
     description: The tar file's name (a plain name) in RV(dir).
     type: str
     required: true
+  limits:
+    description: NAME -> C({bytes, keep}), as M(fleetperf_collect) takes it; a file cut to
+      its limit is named in RV(cut) and its member carries its whole size in the
+      C(FLEETPERF.size) pax header.
+    type: dict
+    default: {}
 extends_documentation_fragment: action_common_attributes
 attributes:
   check_mode: {support: none}
@@ -75,6 +81,11 @@ skipped:
   type: list
   elements: str
   sample: [node-2/stderr.log]
+cut:
+  description: The C(NODE/NAME) copied cut to their O(limits), each with its whole size.
+  returned: when O(run_dir) exists
+  type: dict
+  sample: {node-1/stdout.log: 1073741824}
 """
 
 import os
@@ -86,14 +97,16 @@ from ansible.module_utils import fleetperf_slurm as slurm
 from ansible.module_utils.basic import AnsibleModule
 
 
-def snapshot(run_dir: str, names: list[str], archive: str) -> tuple[str, list[str], list[str]]:
-    """The snapshot directory, the nodes in it, the NODE/NAME left out."""
+def snapshot(
+    run_dir: str, names: list[str], archive: str, limits: dict[str, tuple[int, str]]
+) -> tuple[str, list[str], list[str], dict[str, int]]:
+    """The snapshot directory, the nodes in it, the NODE/NAME left out, those cut."""
     run_dir = os.path.normpath(run_dir)
     root, run_id = os.path.split(run_dir)
     dest = tempfile.mkdtemp(prefix=f".collect-{run_id}-", dir=root)  # 0700, a new name
     nodes = slurm.node_dirs(run_dir)
-    skipped = []
-    with tarfile.open(os.path.join(dest, archive), "x") as tar:
+    skipped, cut = [], {}
+    with tarfile.open(os.path.join(dest, archive), "x", format=tarfile.PAX_FORMAT) as tar:
         for node, path in nodes.items():
             for name in names:
                 fd = files.open_regular(os.path.join(path, name))
@@ -101,8 +114,10 @@ def snapshot(run_dir: str, names: list[str], archive: str) -> tuple[str, list[st
                     skipped.append(f"{node}/{name}")
                     continue
                 with os.fdopen(fd, "rb") as src:
-                    files.add_to_tar(tar, src, f"{node}/{name}")
-    return dest, list(nodes), skipped
+                    size = files.add_to_tar(tar, src, f"{node}/{name}", limits.get(name))
+                if size is not None:
+                    cut[f"{node}/{name}"] = size
+    return dest, list(nodes), skipped, cut
 
 
 def main() -> None:
@@ -111,6 +126,7 @@ def main() -> None:
             "run_dir": {"type": "path", "required": True},
             "files": {"type": "list", "elements": "str", "required": True},
             "archive": {"type": "str", "required": True},
+            "limits": {"type": "dict", "default": {}},
         },
         supports_check_mode=False,
     )
@@ -120,10 +136,14 @@ def main() -> None:
     if bad:
         field, name = bad[0]
         module.fail_json(msg=f"fleetperf_slurm_collect: {field}: {name!r} is not a plain file name")
+    try:
+        limits = files.limits(p["limits"])
+    except ValueError as exc:
+        module.fail_json(msg=f"fleetperf_slurm_collect: {exc}")
     if not os.path.isdir(p["run_dir"]):  # never created (the planning failed first)
         module.exit_json(changed=False, nodes=[], skipped=[])
-    dest, nodes, skipped = snapshot(p["run_dir"], p["files"], p["archive"])
-    module.exit_json(changed=True, dir=dest, nodes=nodes, skipped=skipped)
+    dest, nodes, skipped, cut = snapshot(p["run_dir"], p["files"], p["archive"], limits)
+    module.exit_json(changed=True, dir=dest, nodes=nodes, skipped=skipped, cut=cut)
 
 
 if __name__ == "__main__":

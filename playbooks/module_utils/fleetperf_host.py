@@ -72,13 +72,50 @@ def plain(name: str) -> bool:
     return bool(name) and "/" not in name and name not in (".", "..")
 
 
-def add_to_tar(tar: tarfile.TarFile, src: BinaryIO, name: str) -> None:
+# A member cut to its limit carries the file's whole size in this pax header, for the
+# controller's notes (tui/fleet.py unpack_host_files).
+CUT_HEADER = "FLEETPERF.size"
+KEEPS = ("head", "tail")
+
+
+def limits(raw: dict) -> dict[str, tuple[int, str]]:
+    """A collect module's ``limits``: NAME -> (bytes, "head" or "tail"); ValueError naming
+    the entry that is not that."""
+    out = {}
+    for name, limit in raw.items():
+        size = limit.get("bytes") if isinstance(limit, dict) else None
+        keep = limit.get("keep") if isinstance(limit, dict) else None
+        if type(size) is not int or size < 0 or keep not in KEEPS:
+            raise ValueError(f"limits.{name}: expected {{bytes: N >= 0, keep: head|tail}}")
+        out[name] = (size, keep)
+    return out
+
+
+def window(size: int, limit: tuple[int, str] | None) -> tuple[int, int]:
+    """Of a file of ``size`` bytes, where the part kept under ``limit`` (bytes, "head" or
+    "tail") starts, and its length."""
+    if limit is None or size <= limit[0]:
+        return 0, size
+    return (size - limit[0] if limit[1] == "tail" else 0), limit[0]
+
+
+def add_to_tar(
+    tar: tarfile.TarFile, src: BinaryIO, name: str, limit: tuple[int, str] | None = None
+) -> int | None:
     """The regular file open as ``src`` as member ``name``: its size and mode from what is
-    open (no second lookup of a name the workload may have changed), owned by nobody."""
+    open (no second lookup of a name the workload may have changed), owned by nobody. With
+    ``limit``, a larger file goes in as the part ``window`` keeps, its whole size in the
+    member's CUT_HEADER (``tar`` must be PAX_FORMAT); that size is returned, else None."""
     member = tar.gettarinfo(arcname=name, fileobj=src)
     member.uid = member.gid = 0
     member.uname = member.gname = ""
+    size = member.size
+    start, member.size = window(size, limit)
+    if member.size < size:
+        member.pax_headers = {CUT_HEADER: str(size)}
+    src.seek(start)
     tar.addfile(member, src)
+    return size if member.size < size else None
 
 
 def regular_stat(path: str) -> os.stat_result | None:
