@@ -17,6 +17,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tui.text import clean, clean_tree
+
 HostPhase = Literal[
     "preflight", "queued", "running", "finished", "failed", "unreachable", "stopped"
 ]
@@ -216,7 +218,8 @@ def parse_line(run_id: str, host: str, line: str, received: float | None = None)
 
 def parse(run_id: str, host: str, line: str, received: float | None = None) -> Event | Dropped:
     """One line -> a typed event, or why it was dropped (docs/workload-contract.md, "Lines
-    that break the contract"). Never raises: whatever a workload writes, its reader goes on."""
+    that break the contract"). Never raises: whatever a workload writes, its reader goes on.
+    Every string the event keeps has passed tui/text.py's ``clean``."""
     try:
         if len(line) > MAX_LINE_BYTES or len(line.encode("utf-8", "replace")) > MAX_LINE_BYTES:
             raise _Broken("longer than 64 KiB")
@@ -226,7 +229,7 @@ def parse(run_id: str, host: str, line: str, received: float | None = None) -> E
             raise _Broken("not JSON (or nested too deep)") from None
         if not isinstance(rec, dict):
             raise _Broken("not a JSON object")
-        return _typed(run_id, host, rec, received)
+        return _typed(run_id, clean(host), rec, received)
     except _Broken as exc:
         return Dropped(str(exc))
     except Exception as exc:  # a bug here must not stop a run: its line is dropped, named
@@ -280,8 +283,8 @@ def _need_num(rec: dict[str, Any], key: str) -> float:
 
 
 def _text(value: Any) -> str:
-    """An optional string: absent or of the wrong type -> empty."""
-    return value if isinstance(value, str) else ""
+    """An optional string, cleaned: absent or of the wrong type -> empty."""
+    return clean(value) if isinstance(value, str) else ""
 
 
 def _shallow(value: Any, depth: int = 0) -> bool:
@@ -322,10 +325,12 @@ def _typed(run_id: str, host: str, rec: dict[str, Any], received: float | None) 
         if not isinstance(name, str) or not name:
             raise _Broken("eval: name missing or not a string")
         value = _need_num(rec, "value")
-        return EvalSample(run_id, host, rank, t, name, value, _count(rec.get("samples")))
+        return EvalSample(run_id, host, rank, t, clean(name), value, _count(rec.get("samples")))
     if kind == "sys":
         values = {
-            k: num for k, v in rec.items() if k not in _HEADER and (num := _num(v)) is not None
+            clean(k): num
+            for k, v in rec.items()
+            if k not in _HEADER and (num := _num(v)) is not None
         }
         return SysSample(run_id, host, rank, t, values)
     if kind == "start":
@@ -357,10 +362,10 @@ def _result(run_id: str, host: str, rank: int, t: float, rec: dict[str, Any]) ->
         t,
         status,
         converged,
-        {k: _num(v) for k, v in metrics.items()},
-        list(notes),
+        {clean(k): _num(v) for k, v in metrics.items()},
+        [clean(n) for n in notes],
         " ".join(_text(rec.get("message")).split()),
-        env if isinstance(env, dict) and _shallow(env) else {},
+        clean_tree(env) if isinstance(env, dict) and _shallow(env) else {},
         _peak(rec.get("peak")),
     )
 
@@ -376,8 +381,8 @@ def _peak(value: Any) -> dict[str, str | float | None] | None:
         return None
     chip = value.get("chip")
     peak: dict[str, str | float | None] = {
-        "chip": chip if isinstance(chip, str) and 0 < len(chip) <= _MAX_PEAK_TEXT else None,
-        "math": math,
+        "chip": clean(chip) if isinstance(chip, str) and 0 < len(chip) <= _MAX_PEAK_TEXT else None,
+        "math": clean(math),
     }
     for key in PEAK_NUMBERS:
         num = _num(value.get(key))
@@ -433,7 +438,7 @@ def _failure_message(res: dict[str, Any]) -> str:
         failed = [r for r in res["results"] if isinstance(r, dict) and r.get("failed")]
         if failed:
             msg = failed[0].get("msg") or msg
-    return " ".join(str(msg).split())
+    return " ".join(clean(str(msg)).split())
 
 
 def task_action(data: dict[str, Any]) -> str:
@@ -446,7 +451,7 @@ def from_runner(run_id: str, event: dict[str, Any], received: float | None = Non
     """An ansible-runner event -> the typed events it carries (often none)."""
     kind = event.get("event", "")
     data = event.get("event_data") or {}
-    host = data.get("host") or data.get("remote_addr") or ""
+    host = clean(str(data.get("host") or data.get("remote_addr") or ""))
     action = task_action(data)
     res = data.get("res") or {}
     if kind in ("runner_on_ok", "runner_retry") and action == TAIL_ACTION:

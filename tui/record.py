@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tui import safefile
 from tui.events import RunStatus
 from tui.references import Verdict
+from tui.text import clean_tree
 
 LOADED = 0.5  # load per CPU from which a run's host counts as busy with other work
 # The statuses a record holds (a queued or refused run has none).
@@ -195,6 +196,14 @@ class RunRecord(BaseModel):
         if value not in STATUSES:
             raise ValueError(f"a record's status is one of {', '.join(STATUSES)}")
         return value
+
+    @field_validator("hosts", "error", "notes", "environment", "image", "slurm", mode="before")
+    @classmethod
+    def _host_text(cls, value: Any) -> Any:
+        # What hosts and workloads said reaches a record by paths of its own (a Slurm job's
+        # nodes, an image id): cleaned here too (tui/text.py), or result.json and the store
+        # could not encode it.
+        return clean_tree(value)
 
     @field_validator("error")
     @classmethod

@@ -7,12 +7,13 @@ the runs' verdicts flagged, and the newest run's loss curve from its ``events.js
 
 Charts are SVG written here: no plotting library, no script, nothing fetched, so the page
 opens offline anywhere and stays small (docs/references.md says why). Every string from a
-record, a host or a config is HTML-escaped. Controller code: no torch, no textual.
+record, a host or a config is HTML-escaped, its control and bidi characters shown as
+``\\uXXXX`` (tui/text.py); every number is drawn at a finite coordinate, however extreme.
+Controller code: no torch, no textual.
 """
 
 from __future__ import annotations
 
-import html
 import json
 import math
 import os
@@ -33,6 +34,7 @@ from tui.references import (
     history_band,
 )
 from tui.tables import case_table, format_fix_hp
+from tui.text import html_text
 
 MAX_POINTS = 200  # a history chart shows a series' newest this many runs
 MAX_CURVE = 500  # a loss curve is thinned to about this many points
@@ -52,8 +54,7 @@ svg{display:block;margin:.3em 0 1em} svg text{font-size:11px;fill:#333}
 """
 
 
-def _e(text: object) -> str:
-    return html.escape(str(text), quote=True)
+_e = html_text
 
 
 def _slug(text: str) -> str:
@@ -63,28 +64,46 @@ def _slug(text: str) -> str:
 # -- scales and SVG -------------------------------------------------------------------
 
 
+# Values are drawn within +-_DRAWN: a span between two of them, padded, stays finite (at
+# 1e308 it would overflow to inf, and inf - inf makes NaN coordinates).
+_DRAWN = 1e300
+_LOG_TICKS = 8  # at most about this many decades labelled on a log axis
+
+
+def _drawn(v: float) -> float:
+    """``v`` within what an axis can draw: clamped; NaN (an inf band's edge minus inf) at 0."""
+    return 0.0 if math.isnan(v) else min(max(v, -_DRAWN), _DRAWN)
+
+
 class _Scale:
-    """Data -> pixels along one axis; log10 where the values span more than 20x."""
+    """Data -> pixels along one axis; log10 where the values span more than 20x. Every
+    coordinate is finite: values are clamped to +-1e300, an empty span is widened."""
 
     def __init__(
         self, lo: float, hi: float, px0: float, px1: float, log: bool = False, pad: float = 0.05
     ) -> None:
+        lo, hi = _drawn(lo), _drawn(hi)
         self.log = log and lo > 0
         if self.log:
             lo, hi = math.log10(lo), math.log10(hi)
         if hi <= lo:
-            lo, hi = lo - 1, hi + 1
+            # +-1 around one value, and more where 1 is below its float resolution (1e20)
+            width = max(1.0, abs(lo) * 1e-9)
+            lo, hi = lo - width, hi + width
         pad = (hi - lo) * pad
         self.lo, self.hi, self.px0, self.px1 = lo - pad, hi + pad, px0, px1
 
     def __call__(self, v: float) -> float:
+        v = _drawn(v)
         if self.log:
             v = math.log10(max(v, 1e-300))
         return self.px0 + (v - self.lo) / (self.hi - self.lo) * (self.px1 - self.px0)
 
     def ticks(self, n: int = 4) -> list[float]:
         if self.log:
-            return [10.0**e for e in range(math.ceil(self.lo), math.floor(self.hi) + 1)]
+            first, last = math.ceil(self.lo), math.floor(self.hi)
+            step = max(1, math.ceil((last - first) / _LOG_TICKS))
+            return [10.0**e for e in range(first, last + 1, step)]
         return [self.lo + (self.hi - self.lo) * i / n for i in range(n + 1)]
 
 
