@@ -405,6 +405,7 @@ class Run:
         *,
         converged: bool | None = None,
         message: str | None = None,
+        passed: bool | None = None,
         extra: Mapping[str, Any] | None = None,
     ) -> None:
         """Close the window, reduce over the ranks, and on global rank 0 emit the ``result``.
@@ -413,7 +414,8 @@ class Run:
         finite); for ``kind: inference``, p_infer_whole and p_infer_core (real tokens per
         second of run.perf's window and of its forwards) beside tokens_per_s_per_device; then
         ``metrics`` over them. Converged, unless given: the target reached
-        where case.yaml has one, else a finite loss. ``extra``: fields beyond the contract's.
+        where case.yaml has one, else a finite loss; ``passed``: the status where it is not
+        ``converged`` (build_result). ``extra``: fields beyond the contract's.
         """
         if self._training:
             self.perf.train_end()
