@@ -1,7 +1,8 @@
 """Seed 001 (issue 19 point 5): `fleetperf prepare distilbert-pytorch --from DIR` stages
 FlagPerf's own distilbert_train.tar layout (dataset/*.npz, model/) and GLUE's TSV layout;
 the case trains from what it staged; the seed's bs=96 1x8 row has its config; every seed
-row meets the case's accuracy target."""
+row meets FlagPerf's accuracy target or, where FlagPerf's run ran out of epochs, passes as
+FlagPerf published it."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from conftest import REPO, Fleetperf
 from seed_records import seed001_records
 
 from tui import catalog
+from tui.references import verdict_for
 
 CASE_DIR = REPO / "cases" / "distilbert-pytorch"
 SEQ = 512  # FlagPerf padded every row to the tokenizer's model_max_length
@@ -175,9 +177,9 @@ def test_the_case_trains_from_flagperfs_data(flagperf_tar: Path, tmp_path: Path)
     fp = _fp(tmp_path)
     src = _unpack(flagperf_tar, tmp_path / "src")
     assert fp.run("prepare", "distilbert-pytorch", "--from", str(src)).returncode == 0
-    # The seed's target (0.90; the CPU config asks 0.95 of its synthetic set), room for two
-    # evaluations: one fell short at 0.935 here under load.
-    sets = ("max_samples=1600", "target_acc=0.9")
+    # FlagPerf's target (0.91; the CPU config asks 0.95 of its synthetic set), evaluated at
+    # the end of each of the CPU config's 2 epochs of the tar's 1,200 rows.
+    sets = ("target_acc=0.91",)
     out = fp.batch("distilbert-pytorch", "cpu/CPUx1x1", *sets, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     (rec,) = fp.records()
@@ -200,17 +202,48 @@ def test_the_bs96_1x8_row_has_its_config() -> None:
     assert ("p_core", 2181.0) not in {(r.metric, r.value) for r in first.references}
 
 
-def test_every_seed_row_meets_the_target() -> None:
+def test_every_seed_row_meets_the_target_or_passes_as_flagperf_published_it() -> None:
+    """The target is FlagPerf's target_acc 0.91 (_base.py at f3c253a0). Three rows reached
+    it; the bs=96 1x8 row (0.908) ran its 10 epochs without, and its config alone lets a run
+    that does so pass (require_target false)."""
     case = catalog.load_case("distilbert-pytorch", catalog.HARNESS_DIR)
+    assert case.target is not None and case.target.value == 0.91
+    short = []
     for record in seed001_records():
         variant = "-bs96" if record.config == "A100x1x8" and record.fix_hp else ""
         config = catalog.load_config(case, f"nvidia/{record.config}{variant}")
         spec = catalog.resolve(case, config)
-        # the config reproduces the row's hyperparameters, and the row meets its target
+        # the config reproduces the row's hyperparameters and FlagPerf's stopping rule
         assert spec.seed_fix_hp == record.fix_hp, config.ref
-        acc = record.metrics["acc"]
-        assert acc >= spec.hp["target_acc"], (config.ref, acc)
-        assert case.target is not None and acc >= case.target.value
+        assert (spec.hp["target_acc"], spec.hp["max_epoch"]) == (0.91, 10), config.ref
+        reached = record.metrics["acc"] >= spec.hp["target_acc"]
+        assert spec.hp["require_target"] is reached, (config.ref, record.metrics["acc"])
+        short += [] if reached else [config.ref]
+    assert short == ["nvidia/A100x1x8-bs96"]
+
+
+def test_the_bs96_row_as_flagperf_ran_it_is_judged_and_not_flagged() -> None:
+    """The row's figures are a run of all 10 epochs (334.7 s = 10 x 67,584 samples /
+    2,019.1): on its A100 the config's references judge such a run, like for like, and
+    flag none of them; and they cannot be met by a run that stopped early at a lower
+    target (the config stops at 0.91 or after 10 epochs, not at 0.90)."""
+    case = catalog.load_case("distilbert-pytorch", catalog.HARNESS_DIR)
+    spec = catalog.resolve(case, catalog.load_config(case, "nvidia/A100x1x8-bs96"))
+    assert (spec.hp["target_acc"], spec.hp["max_epoch"], spec.hp["require_target"]) == (
+        0.91,
+        10,
+        False,
+    )
+    (row,) = [r for r in seed001_records() if r.config == "A100x1x8" and r.fix_hp]
+    assert row.metrics["e2e_time"] == pytest.approx(
+        10 * 88 * 96 * 8 / row.metrics["p_whole"], abs=0.05
+    )
+    run = row.model_copy(
+        update={"hp": spec.hp, "environment": {"accelerator": "NVIDIA A100-SXM4-40GB"}}
+    )
+    verdict = verdict_for(run, spec, [])
+    assert {c.metric for c in verdict.checks} == {r.metric for r in spec.config.references}
+    assert not verdict.flagged
 
 
 def test_prepare_needs_a_source(tmp_path: Path) -> None:
