@@ -167,11 +167,18 @@ def test_a_bad_limit_setting_is_refused_before_anything_starts(
     assert not (emitter.results / "runs").exists() or not any((emitter.results / "runs").iterdir())
 
 
+@pytest.mark.parametrize(
+    "connection",
+    ["local", "{{ 'local' }}"],  # a template: not followed, its files fetched by the play
+    ids=["files shared", "files fetched"],
+)
 def test_a_real_run_that_floods_its_files_is_recorded_with_them_cut(
-    emitter: Fleetperf, tmp_path: Path
+    emitter: Fleetperf, tmp_path: Path, connection: str
 ) -> None:
     """The emitter writes its result, then 8 MiB of events without a newline and 8 MiB of
-    stdout ending in a line: the run passes; the copies are the limits; the notes say."""
+    stdout ending in a line: the run passes; the copies are the limits; the notes say. A
+    host whose files the controller copies itself, and one whose play collects them
+    (fleetperf_collect with the limits, then the controller's unpack)."""
     script = emitter.cases_dir / "emitter" / "emitter.py"
     flood = (
         "    flood = os.path.join(args.run_dir, 'events.jsonl')\n"
@@ -186,7 +193,8 @@ def test_a_real_run_that_floods_its_files_is_recorded_with_them_cut(
     )
     text = script.read_text()
     script.write_text(text.replace('    return 0\n\n\nif __name__ == "__main__":', flood))
-    inventory = write_inventory(tmp_path / "inv.yml", {"box": local_host(emitter, "box")})
+    host = {**local_host(emitter, "box"), "ansible_connection": connection}
+    inventory = write_inventory(tmp_path / "inv.yml", {"box": host})
     env = {**emitter.env(), "FLEETPERF_MAX_EVENTS_MIB": "2", "FLEETPERF_MAX_LOG_MIB": "1"}
     out = subprocess.run(
         emitter.argv(
