@@ -79,11 +79,13 @@ def glm_optimizer(
 
 def optimize(
     run: Any, loss: torch.Tensor, optimizer: Any, scheduler: Any, clip_grad: float
-) -> None:
+) -> bool:
     """``run.optimize``, then the schedule's step unless the loss scaler skipped this
-    optimizer step for an overflow (its scale went down)."""
+    optimizer step for an overflow (its scale went down); False for a skipped step."""
     scaler = run.device.scaler
     scale = scaler.get_scale() if scaler is not None else 0.0
     run.optimize(loss, optimizer, clip_grad=clip_grad)
-    if scaler is None or scaler.get_scale() >= scale:
+    stepped = scaler is None or scaler.get_scale() >= scale
+    if stepped:
         scheduler.step()
+    return stepped

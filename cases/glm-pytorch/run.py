@@ -131,6 +131,7 @@ def main(run: harness.Run) -> None:
     )
 
     ddp.train()
+    skipped = 0
     score = partial(right, model, device)
     evaluate = lambda: {"acc": run.accuracy(model, dev_loader, score)}  # noqa: E731
     for batch in run.train(train_loader, evaluate=evaluate):
@@ -140,8 +141,14 @@ def main(run: harness.Run) -> None:
         with run.step(len(labels), batch["real_tokens"], n_seq * max_len) as step:
             with device.autocast():
                 step.loss = torch.nn.functional.cross_entropy(ddp(**inputs), labels)
-            optimize(run, step.loss, optimizer, scheduler, hp.clip_grad)
-    run.finish(flops, notes=["a sample is one ReCoRD question with all its candidates"])
+            skipped += not optimize(run, step.loss, optimizer, scheduler, hp.clip_grad)
+    notes = ["a sample is one ReCoRD question with all its candidates, padded per batch"]
+    if device.scaler is not None:
+        notes.append(
+            f"{hp.precision}: {skipped} of {run.steps} steps skipped for a loss-scale "
+            "overflow (the learning rate not stepped either, as FlagPerf's)"
+        )
+    run.finish(flops, notes=notes)
 
 
 if __name__ == "__main__":
