@@ -64,6 +64,153 @@ def test_ds_config_follows_the_resolved_hp(ds_config, ref: str, micro: int, prec
     assert "fp16" not in ds_config.build(hp, "fp32", world)  # fp32: no half section
 
 
+# FlagPerf's training/benchmarks/llama2_7b/deepspeed/ds_config.json at 43625f67, as json.load
+# reads it (hand-copied: FlagPerf is not a dependency), with the two keys DeepSpeed fills in:
+# its fp16 defaults of 0.10.1 (the seed's stack) under "enabled".
+FLAGPERF_DS_CONFIG = {
+    "gradient_accumulation_steps": 1,
+    "train_micro_batch_size_per_gpu": 12,  # config_R300x1x8.py batchsize (DeepSpeed's micro)
+    "prescale_gradients": False,
+    "zero_allow_untested_optimizer": True,
+    "optimizer": {
+        "type": "AdamW",
+        "params": {"lr": 1e-5, "weight_decay": 0.1, "betas": [0.9, 0.95], "eps": 1e-5},
+    },
+    "zero_optimization": {
+        "stage": 3,
+        "stage3_max_live_parameters": 1e9,
+        "stage3_max_reuse_distance": 1e9,
+        "stage3_prefetch_bucket_size": 1e7,
+        "sub_group_size": 1e9,
+        "contiguous_gradients": True,
+        "allgather_bucket_size": 1e8,
+        "reduce_bucket_size": 1e7,
+        "overlap_comm": True,
+        "reduce_scatter": True,
+    },
+    "steps_per_print": 50,
+    "gradient_clipping": 1.0,
+    "wall_clock_breakdown": False,
+    "fp16": {
+        "enabled": True,
+        "loss_scale": 0,
+        "initial_scale_power": 16,
+        "loss_scale_window": 1000,
+        "hysteresis": 2,
+        "consecutive_hysteresis": False,
+        "min_loss_scale": 1,
+    },
+    "activation_checkpointing": {
+        "partition_activations": True,
+        "contiguous_memory_optimization": False,
+    },
+}
+
+
+def test_r300_ds_config_is_flagperfs_json(ds_config) -> None:
+    """The R300 row's DeepSpeed config is FlagPerf's json key for key (issue 27 point 5):
+    steps_per_print 50 (where FlagPerf reads its rate), the fp16 scaler as DeepSpeed 0.10.1
+    ran it, zero_allow_untested_optimizer, its inert activation_checkpointing; the only
+    additions are the global batch DeepSpeed derives and torch_adam (docs/cases/llama2.md)."""
+    hp, world, precision = _hp("kunlunxin/R300x1x8")
+    built = ds_config.build(hp, precision, world)
+    assert built.pop("train_batch_size") == 12 * 8
+    assert built["optimizer"]["params"].pop("torch_adam") is True
+    assert built == FLAGPERF_DS_CONFIG
+
+
+def test_fp16_section_is_deepspeed_0_10_1s_defaults(ds_config) -> None:
+    """Written out, the fp16 values are the ones FlagPerf's {"enabled": true} took at the
+    seed's DeepSpeed 0.10.1; this venv's DeepSpeed keeps the same defaults."""
+    from deepspeed.runtime import constants as c
+
+    installed = {
+        "loss_scale": c.FP16_LOSS_SCALE_DEFAULT,
+        "initial_scale_power": c.FP16_INITIAL_SCALE_POWER_DEFAULT,
+        "loss_scale_window": c.FP16_LOSS_SCALE_WINDOW_DEFAULT,
+        "hysteresis": c.FP16_HYSTERESIS_DEFAULT,
+        "consecutive_hysteresis": c.FP16_CONSECUTIVE_HYSTERESIS_DEFAULT,
+        "min_loss_scale": c.FP16_MIN_LOSS_SCALE_DEFAULT,
+    }
+    assert installed == ds_config.FP16_AS_0_10_1
+
+
+def test_loss_flagperf_is_the_last_printed_window() -> None:
+    """run_pretraining.py: ave_loss += loss each step, printed / 10 and reset at every 0-based
+    step index divisible by 10; the figure is the last print (here index 20: losses 11..20),
+    not the steps after it, and a new epoch restarts the sum."""
+    run = case_module(ZERO3, "run")
+    figures = run.FlagPerfFigures()
+    for i in range(25):
+        figures.step_loss(i, float(i))
+    assert figures.loss == pytest.approx(sum(range(11, 21)) / 10)
+    figures.step_loss(0, 7.0)  # epoch 2, index 0: printed alone, over 10
+    assert figures.loss == pytest.approx(0.7)
+
+
+def test_tokens_per_s_flagperf_reads_deepspeeds_timer_at_print_steps() -> None:
+    """FlagPerf reads DeepSpeed's RunningAvgSamplesPerSec where the timer logs it (every
+    steps_per_print global steps, from step 3); its Tokens/p/s multiplies global sequences/s
+    by seqlength x batchsize / nproc x nnodes, LBS x nnodes^2 times the tokens trained, and
+    its MFU puts 7e9 x 6 FLOPs on each over theoryflops."""
+    from deepspeed.runtime.config import DeepSpeedConfig
+    from deepspeed.utils.timer import ThroughputTimer
+
+    run = case_module(ZERO3, "run")
+    config = DeepSpeedConfig({"train_batch_size": 96, "train_micro_batch_size_per_gpu": 96})
+    timer = ThroughputTimer(config.timers_config, batch_size=96, steps_per_output=5)
+    figures = run.FlagPerfFigures()
+    logged = None
+    for step in range(1, 8):
+        timer.start()
+        timer.stop(global_step=True)
+        figures.read_timer(timer, 5)
+        if step == 5:
+            logged = timer.avg_samples_per_sec()
+    assert logged is not None and figures.samples_per_s == logged  # step 5's, not step 7's
+    figures.samples_per_s = 20.0  # global sequences/s: 20 x 512 / 8 = 1280 tokens/s a chip
+    out = figures.metrics(seq=512, batch=12, nproc=8, nnodes=1, theory_flops=128e12)
+    assert out["tokens_per_s_flagperf"] == pytest.approx(12 * 1280)
+    assert out["mfu_flagperf"] == pytest.approx(12 * 1280 * 42e9 / 128e12)
+    two_hosts = figures.metrics(seq=512, batch=12, nproc=8, nnodes=2, theory_flops=0.0)
+    assert two_hosts["tokens_per_s_flagperf"] == pytest.approx(2 * 12 * 1280)
+    assert two_hosts["mfu_flagperf"] is None  # no theoryflops, no MFU
+
+
+def test_r300_references_judge_the_seeds_figures() -> None:
+    """The seed's loss is FlagPerf's printed loss (loss_flagperf), not the harness's; its mem
+    is the device's, now read as the device reports it: a figure far below 29 GiB flags too."""
+    from tui import catalog
+    from tui.record import RunRecord
+    from tui.references import verdict_for
+
+    case = catalog.load_case(ZERO3, REPO / "cases")
+    spec = catalog.resolve(case, catalog.load_config(case, "kunlunxin/R300x1x8"))
+
+    def verdict(**metrics: float):
+        record = RunRecord(
+            run_id="20261126-000000-llama2_7b-deepspeed-0001",
+            case=ZERO3,
+            vendor="kunlunxin",
+            config="R300x1x8",
+            status="passed",
+            started="2026-11-26T00:00:00Z",
+            hp=spec.hp,
+            fix_hp=spec.seed_fix_hp,
+            metrics=metrics,
+            case_metrics=case.metrics,
+            environment={"accelerator": "Kunlunxin R300"},
+            synthetic_data=False,
+        )
+        return verdict_for(record, spec, [])
+
+    good = verdict(loss=9.0, loss_flagperf=5.3, mem_used_gib=29.5)
+    assert {c.metric for c in good.checks} == {"loss_flagperf", "mem_used_gib"}
+    assert not good.flagged
+    low = verdict(loss=5.3, loss_flagperf=5.3, mem_used_gib=12.0)
+    assert [c.metric for c in low.flagged] == ["mem_used_gib"]
+
+
 def test_table_is_the_seed_004_table() -> None:
     """Seed 004's columns (配置, fix_hp, tokens/p/s, loss, mem, MFU: no precision column) and
     its R300 row's fix_hp as the seed writes it; a precision other than the seed's fp16 shows

@@ -7,25 +7,31 @@ Follows docs/workload-contract.md; the harness's ``Run`` (docs/harness.md) does 
 DeepSpeed joins the process group it opened with the device layer's backend. The model is
 LlamaForCausalLM of the shape in DATA_DIR/llama2_7b_hf/config.json, initialised at random
 inside ``deepspeed.zero.Init`` so that no rank ever holds the whole model; ZeRO stage 3 shards
-parameters, gradients and optimizer state over all ranks; activations are checkpointed. The
-DeepSpeed config is built from the resolved hp (ds_config.py) and kept in
-RUN_DIR/ds_config.json.
+parameters, gradients and optimizer state over all ranks; activations are checkpointed where
+hp gradient_checkpointing says (FlagPerf's R300 row), attention is eager or torch's SDPA as
+hp flashattn says. The DeepSpeed config is built from the resolved hp (ds_config.py) and kept
+in RUN_DIR/ds_config.json.
 
 Data: the flat token array DATA_DIR/openwebtext_llama2_100M.npy (preprocess.py) cut into
-sequences of max_seq_length, split over the ranks; training stops after max_tokens tokens
-over all ranks or at the end of the array (one pass).
+sequences of max_seq_length, shuffled and split over the ranks as FlagPerf's
+DistributedSampler (hp seed 0, its default); training runs hp epochs passes (FlagPerf: 1), or
+stops early at hp max_tokens over all ranks where that is not 0.
 
-Rates and MFU come from the harness's timers (not DeepSpeed's log): tokens_per_s_per_device
-is all ranks' tokens / training time / world size, and MFU counts 6N + 12LHQT per token
-(attention included) against the peak of the math that ran (fp16/bf16).
+Rates and MFU come from the harness's timers: tokens_per_s_per_device is all ranks' tokens /
+training time / world size, and MFU counts 6N + 12LHQT per token (attention included)
+against the peak of the math that ran (fp16/bf16). FlagPerf's own figures come beside them
+(``FlagPerfFigures``): loss_flagperf, tokens_per_s_flagperf and mfu_flagperf, computed as its
+run_pretraining.py at 43625f67 computes them; the seed's references judge those.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -61,6 +67,46 @@ def shard_sizes(model: Any) -> tuple[list[int], int]:
     return shards, whole
 
 
+@dataclass
+class FlagPerfFigures:
+    """What FlagPerf's run_pretraining.py (43625f67) prints, fed step by step on every rank
+    (global rank 0's values are the result's, as FlagPerf prints rank 0's)."""
+
+    window: float = 0.0  # ave_loss: rank 0's own losses, summed
+    loss: float | None = None  # the last printed ave_loss / 10
+    samples_per_s: float | None = None  # the last logged RunningAvgSamplesPerSec
+
+    def step_loss(self, index: int, loss: float) -> None:
+        """``index``: the step's 0-based index in its epoch. FlagPerf prints ave_loss / 10 at
+        every index divisible by 10 (index 0 too: one loss over 10) and restarts the sum."""
+        self.window = (0.0 if index == 0 else self.window) + loss
+        if index % 10 == 0:
+            self.loss, self.window = self.window / 10, 0.0
+
+    def read_timer(self, timer: Any, steps_per_print: int) -> None:
+        """DeepSpeed's ThroughputTimer logs RunningAvgSamplesPerSec (global batches per second
+        since its start_step) every steps_per_print global steps; FlagPerf reads the last."""
+        count = timer.global_step_count
+        if count % steps_per_print == 0 and count > timer.start_step:
+            self.samples_per_s = timer.avg_samples_per_sec()
+
+    def metrics(
+        self, seq: int, batch: int, nproc: int, nnodes: int, theory_flops: float
+    ) -> dict[str, float | None]:
+        """FlagPerf's chip_tps = seqlength x batchsize x samples/s / nproc x nnodes (samples:
+        global sequences, so LBS x nnodes^2 times the tokens trained) and its MFU, a flat
+        7e9 x 6 FLOPs per token over theoryflops (0: none)."""
+        tps = None
+        if self.samples_per_s is not None:
+            tps = seq * batch * self.samples_per_s / nproc * nnodes
+        finite = self.loss is not None and math.isfinite(self.loss)
+        return {
+            "loss_flagperf": self.loss if finite else None,
+            "tokens_per_s_flagperf": tps,
+            "mfu_flagperf": tps * 7e9 * 6 / theory_flops if tps and theory_flops else None,
+        }
+
+
 def sequences(idx: list[int], tokens: np.ndarray, seq: int) -> torch.Tensor:
     """The batch of sequences numbered ``idx``, cut from the flat array."""
     return torch.from_numpy(
@@ -77,7 +123,13 @@ def main(run: harness.Run) -> None:
         )
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    shape = LlamaConfig.from_pretrained(run.data / MODEL_DIR, use_cache=False)  # checkpointing
+    shape = LlamaConfig.from_pretrained(
+        run.data / MODEL_DIR,
+        use_cache=False,  # training
+        # FlagPerf's flashattn (FlashAttention-2 in transformers 4.34); torch's SDPA runs its
+        # flash kernel for this causal, unpadded fp16/bf16 attention. False: eager, as 4.32.1
+        attn_implementation="sdpa" if hp.flashattn else "eager",
+    )
     if seq > shape.max_position_embeddings:
         raise harness.InputError(
             f"{run.config_path}: max_seq_length {seq} exceeds the model's "
@@ -104,7 +156,8 @@ def main(run: harness.Run) -> None:
         (run.run_dir / "ds_config.json").write_text(json.dumps(ds, indent=1))
     with deepspeed.zero.Init(config_dict_or_path=ds):  # on the current device
         model = LlamaForCausalLM(shape)  # random weights, partitioned as they are created
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if hp.gradient_checkpointing:  # transformers 4.32.1's default: reentrant checkpoints
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})
     engine, _, _, _ = deepspeed.initialize(
         model=model, config=ds, model_parameters=model.parameters()
     )
@@ -113,12 +166,16 @@ def main(run: harness.Run) -> None:
     run.say(f"model: {flops.formula}; ZeRO-3 shards {shards} of {whole} elements")
 
     engine.train()
-    for batch in run.train(loader, lr=lambda: engine.get_lr()[0], epochs=1):
+    flagperf = FlagPerfFigures()
+    for batch in run.train(loader, lr=lambda: engine.get_lr()[0], epochs=int(hp.epochs)):
+        index = run.steps % len(loader)  # the step's index in its epoch
         input_ids = batch.to(device.torch_device, non_blocking=True)
         with run.step(bs, input_ids.numel(), input_ids.numel()) as step:  # flat text: no pad
             step.loss = engine(input_ids=input_ids, labels=input_ids).loss
             engine.backward(step.loss)
             engine.step()
+        flagperf.step_loss(index, float(step.loss))
+        flagperf.read_timer(engine.tput_timer, engine.steps_per_print())
 
     notes = [
         f"ZeRO-3: rank r holds shards[r] of {whole} parameter elements: {shards}",
@@ -131,8 +188,20 @@ def main(run: harness.Run) -> None:
     ]
     if run.precision in ("fp16", "amp"):
         notes.append("fp16 with dynamic loss scaling: steps skipped on overflow are counted")
+    notes.append(
+        "loss_flagperf, tokens_per_s_flagperf, mfu_flagperf: FlagPerf's definitions (rank 0's "
+        f"last printed 10-step loss; its Tokens/p/s, which counts LBS={bs} x nnodes^2 times "
+        "the tokens trained; 7e9 x 6 FLOPs a token over theory_flops); the seed judges these"
+    )
+    nproc = run.env.local_world_size
+    figures = flagperf.metrics(seq, bs, nproc, world // nproc, float(hp.theory_flops))
     # beyond the contract's fields: parameter elements held per rank, and the whole model's
-    run.finish(flops, notes=notes, extra={"zero3": {"shards": shards, "elements": whole}})
+    run.finish(
+        flops,
+        metrics=figures,
+        notes=notes,
+        extra={"zero3": {"shards": shards, "elements": whole}},
+    )
 
 
 if __name__ == "__main__":
