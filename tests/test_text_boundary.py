@@ -28,11 +28,12 @@ from harness.metrics import Metric
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tui import fleet, report, tables
+from tui import catalog, fleet, report, tables
 from tui.batch import ProgressPrinter
 from tui.events import LAUNCH_ACTION, TAIL_ACTION, RunStarted
 from tui.record import RunRecord
 from tui.session import Batch, RunPlan, Session
+from tui.store import ResultStore
 from tui.text import MAX_TEXT, printable
 
 # What must never reach a page or a terminal raw: a lone surrogate, C0 but newline and
@@ -373,3 +374,16 @@ def test_extreme_values_give_finite_coordinates(values: list[float]) -> None:
     assert numbers and all(math.isfinite(n) for n in numbers)
     # A log axis over 600 decades keeps a readable number of ticks.
     assert len(re.findall('class="grid"', charts[1])) <= 12
+
+
+def test_a_users_yaml_and_sets_are_cleaned(tmp_path: Path) -> None:
+    # Before: --set env_digest="\ud800" (YAML's escape) reached the record's hp, and the
+    # store could not write it: the run failed with an internal error before its launch.
+    sets = catalog.parse_sets(['env_digest="\\ud800 \\x1b[2J"'])
+    assert sets == {"env_digest": "\ufffd \x1b[2J"}  # encodable; escaped only where shown
+    case = catalog.load_case("emitter", FIXTURE_CASES)
+    spec = catalog.resolve(case, catalog.load_config(case, "cpu/CPUx1x1"), sets)
+    record = _runs([1.0])[0].model_copy(update={"hp": spec.hp, "fix_hp": spec.fix_hp})
+    with ResultStore(tmp_path / "store.sqlite") as store:
+        store.add(record)
+        assert store.get(record.run_id).hp["env_digest"] == "\ufffd \x1b[2J"

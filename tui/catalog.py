@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, V
 from tui.errors import CatalogError
 from tui.record import CaseMetric, column_key, metric_registry
 from tui.references import Reference, parse_references
+from tui.text import clean_tree
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # The harness always lives here; FLEETPERF_CASES_DIR points the catalog at other cases.
@@ -102,7 +103,9 @@ _Loader.add_implicit_resolver(
 
 
 def _yaml(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    # Cleaned (tui/text.py): a double-quoted "\ud800" is a lone surrogate, which no record,
+    # store or terminal could encode.
+    return clean_tree(yaml.load(text, Loader=_Loader))  # noqa: S506 - a SafeLoader subclass
 
 
 class _Strict(BaseModel):
