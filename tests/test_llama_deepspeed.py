@@ -69,7 +69,7 @@ def test_ds_config_follows_the_resolved_hp(ds_config, ref: str, micro: int, prec
 # its fp16 defaults of 0.10.1 (the seed's stack) under "enabled".
 FLAGPERF_DS_CONFIG = {
     "gradient_accumulation_steps": 1,
-    "train_micro_batch_size_per_gpu": 12,  # config_R300x1x8.py batchsize (DeepSpeed's micro)
+    "train_micro_batch_size_per_gpu": 1,
     "prescale_gradients": False,
     "zero_allow_untested_optimizer": True,
     "optimizer": {
@@ -110,13 +110,14 @@ FLAGPERF_DS_CONFIG = {
 def test_r300_ds_config_is_flagperfs_json(ds_config) -> None:
     """The R300 row's DeepSpeed config is FlagPerf's json key for key (issue 27 point 5):
     steps_per_print 50 (where FlagPerf reads its rate), the fp16 scaler as DeepSpeed 0.10.1
-    ran it, zero_allow_untested_optimizer, its inert activation_checkpointing; the only
-    additions are the global batch DeepSpeed derives and torch_adam (docs/cases/llama2.md)."""
+    ran it, zero_allow_untested_optimizer, its inert activation_checkpointing. Differences,
+    each in docs/cases/llama2.md: the micro batch is the loader's 12 (FlagPerf's json says 1),
+    with the global batch DeepSpeed derives from it, and torch_adam."""
     hp, world, precision = _hp("kunlunxin/R300x1x8")
     built = ds_config.build(hp, precision, world)
     assert built.pop("train_batch_size") == 12 * 8
     assert built["optimizer"]["params"].pop("torch_adam") is True
-    assert built == FLAGPERF_DS_CONFIG
+    assert built == {**FLAGPERF_DS_CONFIG, "train_micro_batch_size_per_gpu": 12}
 
 
 def test_fp16_section_is_deepspeed_0_10_1s_defaults(ds_config) -> None:
@@ -150,9 +151,10 @@ def test_loss_flagperf_is_the_last_printed_window() -> None:
 
 def test_tokens_per_s_flagperf_reads_deepspeeds_timer_at_print_steps() -> None:
     """FlagPerf reads DeepSpeed's RunningAvgSamplesPerSec where the timer logs it (every
-    steps_per_print global steps, from step 3); its Tokens/p/s multiplies global sequences/s
-    by seqlength x batchsize / nproc x nnodes, LBS x nnodes^2 times the tokens trained, and
-    its MFU puts 7e9 x 6 FLOPs on each over theoryflops."""
+    steps_per_print global steps, from step 3). Its timer counted micro batch 1 (its json)
+    where the loader gave 12: Tokens/p/s = seqlength x batchsize x that / nproc x nnodes is
+    the per-device rate on one host, nnodes^2 times it on more; its MFU puts 7e9 x 6 FLOPs
+    on each token over theoryflops."""
     from deepspeed.runtime.config import DeepSpeedConfig
     from deepspeed.utils.timer import ThroughputTimer
 
@@ -168,12 +170,13 @@ def test_tokens_per_s_flagperf_reads_deepspeeds_timer_at_print_steps() -> None:
         if step == 5:
             logged = timer.avg_samples_per_sec()
     assert logged is not None and figures.samples_per_s == logged  # step 5's, not step 7's
-    figures.samples_per_s = 20.0  # global sequences/s: 20 x 512 / 8 = 1280 tokens/s a chip
+    figures.samples_per_s = 240.0  # 8 ranks x 12 sequences x 2.5 steps/s
     out = figures.metrics(seq=512, batch=12, nproc=8, nnodes=1, theory_flops=128e12)
-    assert out["tokens_per_s_flagperf"] == pytest.approx(12 * 1280)
-    assert out["mfu_flagperf"] == pytest.approx(12 * 1280 * 42e9 / 128e12)
+    assert out["tokens_per_s_flagperf"] == pytest.approx(240 * 512 / 8)  # 15360 a device
+    assert out["mfu_flagperf"] == pytest.approx(15360 * 42e9 / 128e12)
+    figures.samples_per_s = 480.0  # 16 ranks on 2 hosts, the same 15360 a device
     two_hosts = figures.metrics(seq=512, batch=12, nproc=8, nnodes=2, theory_flops=0.0)
-    assert two_hosts["tokens_per_s_flagperf"] == pytest.approx(2 * 12 * 1280)
+    assert two_hosts["tokens_per_s_flagperf"] == pytest.approx(4 * 15360)
     assert two_hosts["mfu_flagperf"] is None  # no theoryflops, no MFU
 
 
@@ -430,3 +433,9 @@ def test_zero3_over_two_processes_through_fleetperf_batch(
     # tokens/p/s: all ranks' tokens / time / 2 devices (FlagPerf divided by nproc, times nnodes)
     assert m["tokens_per_s_per_device"] == pytest.approx(m["p_train"] * hp["max_seq_length"] / 2)
     assert m["loss"] == pytest.approx(steps[-1]["loss"])
+    # FlagPerf's figures beside them: its printed loss (rank 0, steps 21..30 of 32), its
+    # Tokens/p/s from DeepSpeed's timer (one host: the per-device rate over another window),
+    # no MFU without theoryflops
+    assert 0 < m["loss_flagperf"] < steps[0]["loss"]
+    assert m["tokens_per_s_flagperf"] == pytest.approx(m["tokens_per_s_per_device"], rel=0.35)
+    assert m["mfu_flagperf"] is None

@@ -93,12 +93,16 @@ class FlagPerfFigures:
     def metrics(
         self, seq: int, batch: int, nproc: int, nnodes: int, theory_flops: float
     ) -> dict[str, float | None]:
-        """FlagPerf's chip_tps = seqlength x batchsize x samples/s / nproc x nnodes (samples:
-        global sequences, so LBS x nnodes^2 times the tokens trained) and its MFU, a flat
-        7e9 x 6 FLOPs per token over theoryflops (0: none)."""
+        """FlagPerf's chip_tps = seqlength x batchsize x RunningAvgSamplesPerSec / nproc x
+        nnodes and its MFU, a flat 7e9 x 6 FLOPs per token over theoryflops (0: none).
+        FlagPerf's ds_config.json says micro batch 1 whatever batchsize the loader gives, so
+        its timer counted one sample per rank and micro step where this run's counts
+        ``batch``: chip_tps is the tokens trained per second / nproc x nnodes (nnodes^2
+        times the per-device rate; the rate itself on one host)."""
         tps = None
         if self.samples_per_s is not None:
-            tps = seq * batch * self.samples_per_s / nproc * nnodes
+            logged = self.samples_per_s / batch  # what FlagPerf's DeepSpeed logged
+            tps = seq * batch * logged / nproc * nnodes
         finite = self.loss is not None and math.isfinite(self.loss)
         return {
             "loss_flagperf": self.loss if finite else None,
@@ -190,8 +194,9 @@ def main(run: harness.Run) -> None:
         notes.append("fp16 with dynamic loss scaling: steps skipped on overflow are counted")
     notes.append(
         "loss_flagperf, tokens_per_s_flagperf, mfu_flagperf: FlagPerf's definitions (rank 0's "
-        f"last printed 10-step loss; its Tokens/p/s, which counts LBS={bs} x nnodes^2 times "
-        "the tokens trained; 7e9 x 6 FLOPs a token over theory_flops); the seed judges these"
+        "last printed 10-step loss; DeepSpeed's running rate at the last steps_per_print step "
+        "/ nproc x nnodes, nnodes^2 times the per-device rate; 7e9 x 6 FLOPs a token over "
+        "theory_flops); the seed's references judge these"
     )
     nproc = run.env.local_world_size
     figures = flagperf.metrics(seq, bs, nproc, world // nproc, float(hp.theory_flops))
