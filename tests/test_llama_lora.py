@@ -10,6 +10,7 @@ import csv
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -45,10 +46,10 @@ def test_synthetic_layout_loads_as_the_real_one(data_dir: Path, tokenizer, mmlu)
 
     model = LlamaForCausalLM.from_pretrained(data_dir / "llama2_7b_hf")
     assert model.config.model_type == "llama" and len(tokenizer) <= model.config.vocab_size
-    records = json.loads((data_dir / "samsum" / "train.json").read_text())
-    assert len(records) >= 1000 and {"id", "dialogue", "summary"} <= set(records[0])
-    root = data_dir / "mmlu"
-    assert mmlu.subjects(root) == ["abstract_algebra", "opposites"]  # the seed's subject first
+    records = json.loads((data_dir / "samsum_dataset" / "train.json").read_text())
+    assert len(records) >= 200 and {"id", "dialogue", "summary"} <= set(records[0])
+    root = data_dir / "mmlu_dataset"
+    assert mmlu.subjects(root) == ["abstract_algebra", "opposites"]
     rows = list(csv.reader((root / "test" / "abstract_algebra_test.csv").open()))
     assert all(len(r) == 6 and r[5] in "ABCD" for r in rows)
     # Llama's convention: each answer letter after "Answer:" is one token, "▁A".."▁D"
@@ -61,18 +62,47 @@ def test_prepare_from_checks_and_stages(data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "staged"
     proc = prepare(LORA, "--from", str(data_dir), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    for rel in ("llama2_7b_hf/model.safetensors", "samsum/train.json", "mmlu/dev"):
+    for rel in ("llama2_7b_hf/model.safetensors", "samsum_dataset/train.json", "mmlu_dataset/dev"):
         assert (out / rel).exists(), rel
-    assert (out / "samsum/train.json").read_bytes() == (data_dir / "samsum/train.json").read_bytes()
+    train = "samsum_dataset/train.json"
+    assert (out / train).read_bytes() == (data_dir / train).read_bytes()
+
+
+def test_prepare_from_takes_the_earlier_names_into_flagperfs_layout(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    # FlagPerf's config names samsum_dataset/ and mmlu_dataset/ (the synthetic set's layout,
+    # above); a directory staged by fleetperf's earlier docs (samsum/, mmlu/) still stages,
+    # under FlagPerf's names, which is what the workload reads
+    src = tmp_path / "src"
+    shutil.copytree(data_dir, src)
+    (src / "samsum_dataset").rename(src / "samsum")
+    (src / "mmlu_dataset").rename(src / "mmlu")
+    out = tmp_path / "staged"
+    proc = prepare(LORA, "--from", str(src), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "fleetperf-data.json",
+        "llama2_7b_hf",
+        "mmlu_dataset",
+        "samsum_dataset",
+    ]
+    assert (out / "mmlu_dataset/test/opposites_test.csv").read_bytes() == (
+        src / "mmlu/test/opposites_test.csv"
+    ).read_bytes()
 
 
 @pytest.mark.parametrize(
     ("breakage", "named"),
     [
-        ("rm mmlu/dev/opposites_dev.csv", "mmlu/dev/opposites_dev.csv"),
+        ("rm mmlu_dataset/dev/opposites_dev.csv", "mmlu_dataset/dev/opposites_dev.csv"),
         ("rm llama2_7b_hf/model.safetensors", "llama2_7b_hf/model.safetensors"),
-        ("bad samsum/train.json", "samsum/train.json: record 1"),
-        ("bad mmlu/test/abstract_algebra_test.csv", "mmlu/test/abstract_algebra_test.csv: row 1"),
+        ("rm samsum_dataset", "samsum_dataset/ (or samsum)"),
+        ("bad samsum_dataset/train.json", "samsum_dataset/train.json: record 1"),
+        (
+            "bad mmlu_dataset/test/abstract_algebra_test.csv",
+            "mmlu_dataset/test/abstract_algebra_test.csv: row 1",
+        ),
     ],
 )
 def test_prepare_from_names_the_first_bad_file(
@@ -81,7 +111,9 @@ def test_prepare_from_names_the_first_bad_file(
     src = tmp_path / "src"
     shutil.copytree(data_dir, src)
     action, rel = breakage.split()
-    if action == "rm":
+    if action == "rm" and (src / rel).is_dir():
+        shutil.rmtree(src / rel)
+    elif action == "rm":
         (src / rel).unlink()
     elif rel.endswith(".json"):
         (src / rel).write_text(json.dumps([{"dialogue": "a: hi", "summary": "x"}, {"id": "2"}]))
@@ -113,7 +145,7 @@ def test_lora_trains_only_the_adapters(data_dir: Path, tokenizer) -> None:
     base = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
     adapters = {n: p.detach().clone() for n, p in trainable.items()}
 
-    blocks = samsum.pack(samsum.read_records(data_dir / "samsum/train.json"), tokenizer, 64)
+    blocks = samsum.pack(samsum.read_records(data_dir / samsum.TRAIN_JSON), tokenizer, 64)
     optimizer = torch.optim.AdamW(trainable.values(), lr=0.01)
     losses = []
     model.train()
@@ -133,7 +165,7 @@ def test_lora_trains_only_the_adapters(data_dir: Path, tokenizer) -> None:
 
 def test_packing_cuts_exact_blocks(data_dir: Path, tokenizer) -> None:
     samsum = case_module(LORA, "samsum")
-    records = samsum.read_records(data_dir / "samsum/train.json")[:50]
+    records = samsum.read_records(data_dir / samsum.TRAIN_JSON)[:50]
     blocks = samsum.pack(records, tokenizer, 64)
     texts = [samsum.PROMPT.format(**r, eos=tokenizer.eos_token) for r in records]
     flat = [i for ids in tokenizer(texts)["input_ids"] for i in ids]
@@ -173,7 +205,7 @@ def test_mmlu_scorer_against_known_logits(tmp_path: Path, tokenizer, mmlu) -> No
     _write_subject(root, "high_school_mathematics", shots, maths)
     names = mmlu.subjects(root)
     items = mmlu.build_items(root, names, tokenizer, 5, 4096)
-    assert [i.shots for i in items] == [5] * 7
+    assert [i.cut for i in items] == [0] * 7
     letters = mmlu.letter_ids(tokenizer)
     distractor = tokenizer("Answer:")["input_ids"][-1]
     model = PrefersOneLetter(len(tokenizer), letters[2], distractor)
@@ -206,23 +238,46 @@ def test_mmlu_prompt_is_the_standard_one(mmlu) -> None:
     )
 
 
-def test_mmlu_drops_the_first_shots_to_fit(tmp_path: Path, tokenizer, mmlu) -> None:
+def flagperf_cut(tokenizer, prompt: str, seq_length: int) -> str:
+    """FlagPerf's dataloader_mmlu.py (95df9aac, HEAD), verbatim but for the names."""
+    while len(tokenizer.tokenize(prompt)) + 1 > seq_length:
+        prompt_split = prompt.split("\n\n")
+        prompt_split.pop(1)
+        prompt = "\n\n".join(prompt_split)
+    return prompt
+
+
+def test_mmlu_prompts_cut_to_seq_length_as_flagperf(tmp_path: Path, tokenizer, mmlu) -> None:
     shots = [[f"Shot number {i} " * 10, "w", "x", "y", "z", "A"] for i in range(5)]
-    _write_subject(tmp_path, "long", shots, [["Short?", "a", "b", "c", "d", "B"]])
+    long_question = [" ".join(["Why"] * 300) + "?", "a", "b", "c", "d", "C"]
+    _write_subject(tmp_path, "long", shots, [["Short?", "a", "b", "c", "d", "B"], long_question])
     full = mmlu.build_items(tmp_path, ["long"], tokenizer, 5, 4096)[0]
+    assert full.cut == 0
+    for limit in (len(full.input_ids) - 1, 120, 60, 512):
+        items = mmlu.build_items(tmp_path, ["long"], tokenizer, 5, limit)
+        dev = mmlu.read_questions(tmp_path / "dev/long_dev.csv")
+        for item, q in zip(
+            items, mmlu.read_questions(tmp_path / "test/long_test.csv"), strict=True
+        ):
+            want = flagperf_cut(tokenizer, mmlu.prompt("long", dev, q), limit)
+            assert item.input_ids == tokenizer(want)["input_ids"], limit
+            assert len(item.input_ids) <= limit
     fit = mmlu.build_items(tmp_path, ["long"], tokenizer, 5, len(full.input_ids) - 1)[0]
-    assert fit.shots == 4 and len(fit.input_ids) < len(full.input_ids)
-    assert tokenizer.decode(fit.input_ids).count("Shot number 0") == 0  # the first one went
+    assert fit.cut == 1 and tokenizer.decode(fit.input_ids).count("Shot number 0") == 0
+    # a question longer than 512 tokens alone: FlagPerf's loop drops its pieces too, down to
+    # the subject line, and scores what is left; the case does the same rather than stop
+    alone = mmlu.build_items(tmp_path, ["long"], tokenizer, 5, 512)[1]
+    assert alone.cut == 6 and "Why" not in tokenizer.decode(alone.input_ids)
 
 
 def test_missing_data_is_named_before_any_training(tmp_path: Path, data_dir: Path) -> None:
     partial = tmp_path / "partial"
     shutil.copytree(data_dir, partial)
-    shutil.rmtree(partial / "mmlu" / "dev")
+    shutil.rmtree(partial / "mmlu_dataset" / "dev")
     config = resolved_config(LORA, "cpu/CPUx1x1", tmp_path / "run")
     proc = run_workload(LORA, config, partial, timeout=300)
     assert proc.returncode == 2
-    assert str(partial / "mmlu" / "dev") in proc.stderr
+    assert str(partial / "mmlu_dataset" / "dev") in proc.stderr
     (error,) = events(config.parent)
     assert error["kind"] == "error"
 
@@ -242,15 +297,21 @@ def test_fleetperf_batch_on_cpu(tmp_path: Path) -> None:
         assert isinstance(metrics[key], float) and metrics[key] > 0, key
     assert metrics["mfu"] is None  # no datasheet peak for a CPU
     assert metrics["lora_params"] == 4096  # the case's own metric (case.yaml)
+    assert metrics["mfu_flagperf"] is None  # the CPU config's theory_flops 0: no peak named
     assert any(n.startswith("LoRA (seed's LoraConfig): 4096 trainable") for n in rec["notes"])
     received = events(fp.results / "runs" / rec["run_id"] / "hosts" / "localhost")
     result = next(e for e in received if e["kind"] == "result")
-    assert set(result["mmlu_subjects"]) == {"abstract_algebra"}  # the seed's subject and rule
-    assert any(
-        "mmlu_subjects=abstract_algebra" in n and "mmlu_scoring=vocab" in n for n in rec["notes"]
-    )
+    assert set(result["mmlu_subjects"]) == {"abstract_algebra", "opposites"}  # every subject
+    assert any("mmlu_subjects=all" in n and "mmlu_scoring=vocab" in n for n in rec["notes"])
+    # FlagPerf's 3 epochs over the synthetic set's 20 blocks, its StepLR once per epoch
     steps = [e for e in received if e["kind"] == "step"]
     assert steps[-1]["samples"] == 60 and steps[-1]["tokens"] == 60 * 512
+    assert sorted({e["lr"] for e in steps}, reverse=True) == pytest.approx(
+        [0.003, 0.003 * 0.85, 0.003 * 0.85**2]
+    )
+    # a random Llama trained on dialogues puts no answer letter first: the note says why
+    zero_note = any(n.startswith("acc 0: under FlagPerf's rule") for n in rec["notes"])
+    assert zero_note == (metrics["acc"] == 0)
 
 
 def test_mmlu_gold_token_is_flagperfs(tokenizer, mmlu) -> None:
@@ -260,10 +321,55 @@ def test_mmlu_gold_token_is_flagperfs(tokenizer, mmlu) -> None:
     assert [tokenizer([x])["input_ids"][0][1] for x in mmlu.LETTERS] == letters
 
 
-def test_mmlu_defaults_score_as_the_seed() -> None:
+def test_defaults_are_flagperfs_at_the_seed() -> None:
+    # FlagPerf 95df9aac (and HEAD): _base.py num_epochs 3, seq_length 512, theory_flops
+    # 1.56e14; dataloader_mmlu.py loops all 57 TASKS; evaluator.py's whole-vocabulary argmax
     spec = catalog.load_case(LORA, CASES)
-    assert spec.defaults["mmlu_subjects"] == "abstract_algebra"
+    assert spec.defaults["mmlu_subjects"] == "all"
     assert spec.defaults["mmlu_scoring"] == "vocab"
+    assert spec.defaults["num_epochs"] == 3 and spec.defaults["max_seq_length"] == 512
+    assert spec.defaults["theory_flops"] == 1.56e14
+    assert "max_samples" not in spec.defaults  # FlagPerf trains whole epochs, no sample budget
+
+
+def test_run_trains_flagperfs_epochs_and_reports_its_loss_and_mfu(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    # small blocks and batches keep it quick; what is checked is the schedule and the figures
+    config = resolved_config(
+        LORA,
+        "cpu/CPUx1x1",
+        tmp_path / "run",
+        max_seq_length=64,
+        train_batch_size=8,
+        num_epochs=2,
+        log_every_steps=1,
+        warmup_steps=1,
+        theory_flops=1.0e12,
+        mmlu_subjects="opposites",
+    )
+    proc = run_workload(LORA, config, data_dir, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    received = events(config.parent)
+    steps = [e for e in received if e["kind"] == "step"]
+    (result,) = [e for e in received if e["kind"] == "result"]
+    per_epoch = len(steps) // 2
+    assert len(steps) == 2 * per_epoch and per_epoch > 2
+    # FlagPerf's avg_train_loss: the mean of the two epochs' mean step losses (one step per
+    # log line here), not the last window's loss
+    epochs = [steps[:per_epoch], steps[per_epoch:]]
+    means = [sum(e["loss"] for e in epoch) / per_epoch for epoch in epochs]
+    assert result["metrics"]["loss"] == pytest.approx(sum(means) / 2, rel=1e-5)
+    assert result["metrics"]["loss"] != pytest.approx(steps[-1]["loss"], rel=1e-5)
+    assert [e["lr"] for e in epochs[1]] == pytest.approx([0.003 * 0.85] * per_epoch)
+    # FlagPerf's MFU: tokens/p/s x 2 x 7e9 / theory_flops, beside the harness's
+    tokens_per_s = result["metrics"]["tokens_per_s_per_device"]
+    want = tokens_per_s * 2 * 7e9 / 1.0e12
+    assert result["metrics"]["mfu_flagperf"] == pytest.approx(want, rel=1e-3)
+    # every MMLU prompt cut to seq_length (64 here), as FlagPerf's dataloader_mmlu.py
+    (subject,) = result["mmlu_subjects"]
+    assert subject == "opposites"
+    assert any(n.startswith("MMLU: 12 prompts cut to max_seq_length=64") for n in result["notes"])
 
 
 def test_catalog_refuses_choices_without_the_default(tmp_path: Path) -> None:
@@ -302,18 +408,45 @@ def test_mmlu_scoring_choices_checked_by_catalog_and_workload(
     assert [e["kind"] for e in events(config.parent)] == ["error"]  # refused before start
 
 
-def test_half_precision_is_autocast_over_fp32_weights(data_dir: Path) -> None:
-    # FlagPerf's fp16 row: fp32 weights, torch autocast and a GradScaler (the harness's
-    # device gives both); on CPU the same holds for bf16, the half type a CPU runs.
+def test_half_precision_casts_the_model_as_flagperf(data_dir: Path) -> None:
+    # FlagPerf's use_fp16: model.half() after peft, every weight (adapters too) half; the
+    # device's cast does it, here for bf16, the half type a CPU runs
     import harness
 
     run = case_module(LORA, "run")
     device = harness.open_device("cpu", "bf16")
     model = run.lora_model(data_dir / "llama2_7b_hf", device)
-    assert {p.dtype for p in model.parameters()} == {torch.float32}
-    ids = torch.tensor([[1, 5, 6, 7]])
-    with device.autocast():
-        assert model(input_ids=ids).logits.dtype == torch.bfloat16
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    fp32 = run.lora_model(data_dir / "llama2_7b_hf", harness.open_device("cpu", "fp32"))
+    assert {p.dtype for p in fp32.parameters()} == {torch.float32}
+
+
+def test_fp16_adapters_train_by_flagperfs_fused_adamw(data_dir: Path) -> None:
+    # FlagPerf's fp16 step: GradScaler over a fused AdamW on the float16 adapters (its
+    # optimizers/__init__.py: fused=True if use_fp16); an unfused one is refused by the scaler
+    import harness
+
+    run = case_module(LORA, "run")
+    hp = SimpleNamespace(learning_rate=1e-3, weight_decay=0.0)
+    model = run.lora_model(data_dir / "llama2_7b_hf", harness.open_device("cpu", "fp32")).half()
+    ids = torch.tensor([[1, 5, 6, 7, 8, 9]])
+    for precision, fused in (("fp16", True), ("fp32", False)):
+        optimizer = run.lora_optimizer(model, hp, precision)
+        assert optimizer.defaults["fused"] is fused
+    adapters = [p for p in model.parameters() if p.requires_grad]
+    before = [p.detach().clone() for p in adapters]
+    scaler = torch.amp.GradScaler("cpu", init_scale=16.0)
+    optimizer = run.lora_optimizer(model, hp, "fp16")
+    for _ in range(2):  # B starts at zero: A moves from the second step on
+        scaler.scale(model(input_ids=ids, labels=ids).loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+    assert all(p.dtype == torch.float16 for p in adapters)
+    assert all(not torch.equal(p, b) for p, b in zip(adapters, before, strict=True))
+    scaler.scale(model(input_ids=ids, labels=ids).loss).backward()
+    with pytest.raises(ValueError, match="Attempting to unscale FP16 gradients"):
+        scaler.step(run.lora_optimizer(model, hp, "fp32"))
 
 
 def test_the_003_table_shows_the_precision_in_fix_hp() -> None:

@@ -13,7 +13,7 @@ A case's ``run.py`` uses ``run_case`` and ``Run`` (the SDK); its ``prepare.py``
 - ``case``        case.yaml as the workload reads it: hp checked once (types, ``choices``),
                   requires, target
 - ``layout``      Layout: data x tensor x pipeline parallel ranks, which rank counts a batch
-- ``staging``     prepare_main(), link_or_copy, the data manifest (DATA_MANIFEST)
+- ``staging``     prepare_main(), find_dir, link_or_copy, the data manifest (DATA_MANIFEST)
 - ``tiny``        synthetic-data builders: WordPiece vocabulary, tiny Llama, Llama config check
 - ``jsonl``       json_lines(): a JSON-lines file's values, errors naming file and line
 - ``errors``      InputError: bad input, one line naming the file, exit 2
@@ -67,7 +67,7 @@ from harness.peak import datasheet_peak, peak_flops
 from harness.perf import PerfTotals, PerfTracker, process_age_s, throughput_metrics, token_rates
 from harness.result import ModelFlops, build_result
 from harness.runner import Run, run_case
-from harness.staging import link_or_copy, prepare_main
+from harness.staging import find_dir, link_or_copy, prepare_main
 from harness.sysmon import SysSampler
 from harness.vendors import PRECISIONS_BY_VENDOR, precision_problem
 from harness.workload import guarded, load_config, require_paths
@@ -90,6 +90,7 @@ __all__ = [
     "barrier",
     "build_result",
     "datasheet_peak",
+    "find_dir",
     "guarded",
     "host_total_gib",
     "inference_flops_per_token",

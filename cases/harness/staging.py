@@ -32,6 +32,16 @@ def link_or_copy(src: Path, dst: Path) -> None:
         shutil.copy2(src, dst)
 
 
+def find_dir(src: Path, names: Sequence[str]) -> Path:
+    """The first of ``names`` that is a directory in ``src``: a layout's directory under the
+    names a source may give it (FlagPerf's first); InputError naming the first if none is."""
+    for name in names:
+        if (src / name).is_dir():
+            return src / name
+    also = f" (or {', '.join(names[1:])})" if len(names) > 1 else ""
+    raise InputError(f"missing data: {src / names[0]}/{also}")
+
+
 def write_manifest(out: Path, src: Path | None) -> None:
     manifest = {
         "synthetic": src is None,

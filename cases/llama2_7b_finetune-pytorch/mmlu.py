@@ -5,9 +5,10 @@ the questions; no header, one question per row: question, four choices, answer l
 
 The prompt is "The following are multiple choice questions (with answers) about  <subject>."
 (two spaces: test.py's format_subject puts one before each word), then k answered dev
-questions, then the test question ending in "Answer:". A prompt longer than the model's
-context loses shots (the first ones first) until it fits. Two rules pick the answer from the
-next-token logits (``SCORING``):
+questions, then the test question ending in "Answer:". A prompt whose tokens and BOS exceed
+hp max_seq_length (FlagPerf's ``seq_length``, 512) is cut as FlagPerf's dataloader_mmlu.py
+cuts it: its blank-line-separated pieces lose the second one (the first shot left) until it
+fits. Two rules pick the answer from the next-token logits (``SCORING``):
 
 - ``vocab``: FlagPerf's (evaluate/evaluator.py): the argmax over the whole vocabulary is
   right only when it is the token of the answer letter ("▁A" after "Answer:");
@@ -25,6 +26,8 @@ from typing import Any
 import torch
 from harness import InputError
 
+# Where the data directory holds MMLU's dev/ and test/: FlagPerf's mmlu_dir (config_A100x1x1.py).
+DIR = "mmlu_dataset"
 LETTERS = ("A", "B", "C", "D")
 # The answer rules (hp mmlu_scoring, its choices in case.yaml), as the record's note describes
 # them.
@@ -47,7 +50,7 @@ class Item:
     subject: str
     input_ids: list[int]
     answer: int
-    shots: int  # shots that fit the context
+    cut: int  # pieces dropped to fit (shots first; FlagPerf's cut)
 
 
 def read_questions(path: Path) -> list[Question]:
@@ -114,21 +117,35 @@ def letter_ids(tokenizer: Any) -> list[int]:
     return ids
 
 
+def fit(tokenizer: Any, text: str, max_len: int) -> tuple[str, int]:
+    """``text`` cut as FlagPerf's dataloader_mmlu.py cuts it: while its tokens plus BOS exceed
+    ``max_len``, split it at blank lines and drop the second piece (the first shot left,
+    then the question's own pieces); returns the text and the pieces dropped."""
+    cut = 0
+    while len(tokenizer.tokenize(text)) + 1 > max_len:
+        pieces = text.split("\n\n")  # split again each time, as FlagPerf's loop does
+        if len(pieces) < 2:
+            raise ValueError(f"the subject line alone exceeds {max_len} tokens")
+        pieces.pop(1)
+        text = "\n\n".join(pieces)
+        cut += 1
+    return text, cut
+
+
 def build_items(root: Path, names: list[str], tokenizer: Any, k: int, max_len: int) -> list[Item]:
-    """Tokenized k-shot prompts for every test question of the subjects ``names``."""
+    """Tokenized k-shot prompts for every test question of the subjects ``names``, each cut
+    to ``max_len`` tokens (``fit``)."""
     items = []
     for subject in names:
         dev = read_questions(root / "dev" / f"{subject}_dev.csv")
         if len(dev) < k:
             raise InputError(f"{root / 'dev' / f'{subject}_dev.csv'}: fewer than {k} shots")
         for q in read_questions(root / "test" / f"{subject}_test.csv"):
-            for n in range(k, -1, -1):
-                ids = tokenizer(prompt(subject, dev[k - n : k], q))["input_ids"]
-                if len(ids) <= max_len:
-                    break
-            else:
-                raise InputError(f"{root / 'test'}: a {subject} question alone exceeds {max_len}")
-            items.append(Item(subject, ids, q.answer, n))
+            try:
+                text, cut = fit(tokenizer, prompt(subject, dev[:k], q), max_len)
+            except ValueError as e:
+                raise InputError(f"{root / 'test' / f'{subject}_test.csv'}: {e}") from None
+            items.append(Item(subject, tokenizer(text)["input_ids"], q.answer, cut))
     return items
 
 

@@ -3,19 +3,22 @@
     python cases/llama2_7b_finetune-pytorch/prepare.py --synthetic --out DATA_DIR
     python cases/llama2_7b_finetune-pytorch/prepare.py --from SRC_DIR --out DATA_DIR
 
-The layout (both modes):
+The layout (both modes) is FlagPerf's, the directories its config_A100x1x1.py names
+(model_name, dataset_dir, mmlu_dir):
 
     DATA_DIR/llama2_7b_hf/     LlamaForCausalLM in HF layout: config.json, weights
                                (*.safetensors or pytorch_model*.bin), tokenizer files
-    DATA_DIR/samsum/train.json samsum's JSON array of {"id", "dialogue", "summary"}
-    DATA_DIR/mmlu/dev/<subject>_dev.csv, mmlu/test/<subject>_test.csv   MMLU's data.tar layout
+    DATA_DIR/samsum_dataset/train.json   samsum's corpus.7z unpacked: a JSON array of
+                               {"id", "dialogue", "summary"}
+    DATA_DIR/mmlu_dataset/dev/<subject>_dev.csv, mmlu_dataset/test/<subject>_test.csv
+                               MMLU's data.tar unpacked
 
 --synthetic writes, offline and seeded, a tiny Llama (harness.tiny; save_pretrained) with a
 BPE tokenizer trained on the synthetic text, templated dialogues whose summaries follow from
-them, and two MMLU-format subjects of templated questions: sums, named abstract_algebra (the
-subject the seed's rows are scored on), and opposites. --from checks SRC_DIR (same layout:
-Llama-2-7B from meta-llama/Llama-2-7b-hf, samsum, MMLU's data.tar unpacked as mmlu/) and
-links it in; the first missing or malformed file is named and the exit code is 2.
+them, and two MMLU-format subjects of templated questions: sums, named abstract_algebra, and
+opposites. --from checks SRC_DIR (FlagPerf's data directory for the case, or the same with
+fleetperf's earlier names samsum/ and mmlu/) and links it in under FlagPerf's names; the
+first missing or malformed file is named and the exit code is 2.
 """
 
 from __future__ import annotations
@@ -35,13 +38,13 @@ from harness import InputError
 from harness.tiny import LLAMA_SPECIAL, check_llama_config, tiny_llama_config, train_bpe_tokenizer
 
 CHECKPOINT = "llama2_7b_hf"
-TRAIN_JSON = "samsum/train.json"
-MMLU_DIR = "mmlu"
+# Each directory of the layout, under FlagPerf's name and the earlier one --from accepts.
+DIRS = {samsum.DIR: (samsum.DIR, "samsum"), mmlu.DIR: (mmlu.DIR, "mmlu")}
 WEIGHTS = ("model.safetensors.index.json", "model.safetensors", "pytorch_model.bin.index.json")
 TOKENIZERS = ("tokenizer.json", "tokenizer.model")
 REAL_DATA = (
-    f"{CHECKPOINT}/ (Llama-2-7B, HF layout), {TRAIN_JSON} and {MMLU_DIR}/dev, {MMLU_DIR}/test "
-    "(MMLU's data.tar unpacked)"
+    f"{CHECKPOINT}/ (Llama-2-7B, HF layout), {samsum.TRAIN_JSON} (samsum's corpus.7z "
+    f"unpacked) and {mmlu.DIR}/dev, {mmlu.DIR}/test (MMLU's data.tar unpacked)"
 )
 
 NAMES = [
@@ -141,13 +144,13 @@ def synthetic(out: Path, args: argparse.Namespace) -> None:
     transformers.utils.logging.disable_progress_bar()
     rng = random.Random(args.seed)
     records = [dialogue(rng) for _ in range(args.dialogues)]
-    (out / "samsum").mkdir(parents=True, exist_ok=True)
-    (out / TRAIN_JSON).write_text(json.dumps(records, indent=1), encoding="utf-8")
+    (out / samsum.DIR).mkdir(parents=True, exist_ok=True)
+    (out / samsum.TRAIN_JSON).write_text(json.dumps(records, indent=1), encoding="utf-8")
     texts = []
     for subject, make in (("abstract_algebra", arithmetic), ("opposites", opposites)):
         dev, test = mmlu_rows(rng, make, 5), mmlu_rows(rng, make, args.questions)
-        write_csv(out / MMLU_DIR / "dev" / f"{subject}_dev.csv", dev)
-        write_csv(out / MMLU_DIR / "test" / f"{subject}_test.csv", test)
+        write_csv(out / mmlu.DIR / "dev" / f"{subject}_dev.csv", dev)
+        write_csv(out / mmlu.DIR / "test" / f"{subject}_test.csv", test)
         shots = [mmlu.Question(r[0], tuple(r[1:5]), mmlu.LETTERS.index(r[5])) for r in dev]
         texts += [mmlu.prompt(subject, shots, q) for q in shots]
     texts += [samsum.PROMPT.format(**r, eos=LLAMA_SPECIAL[2]) for r in records]
@@ -176,28 +179,33 @@ def check_checkpoint(ckpt: Path) -> None:
         raise InputError(f"missing data: {ckpt}/tokenizer.model (or tokenizer.json)")
 
 
-def check(src: Path) -> None:
-    """The whole layout of a data directory; InputError names the first bad file."""
+def check(src: Path) -> dict[str, Path]:
+    """The whole layout of a data directory; InputError names the first bad file. Returns
+    where each of ``DIRS`` is in ``src``."""
     check_checkpoint(src / CHECKPOINT)
-    samsum.read_records(src / TRAIN_JSON)
-    root = src / MMLU_DIR
+    found = {name: harness.find_dir(src, names) for name, names in DIRS.items()}
+    samsum.read_records(found[samsum.DIR] / "train.json")
+    root = found[mmlu.DIR]
     for subject in mmlu.subjects(root):
         mmlu.read_questions(root / "dev" / f"{subject}_dev.csv")
         mmlu.read_questions(root / "test" / f"{subject}_test.csv")
+    return found
 
 
 def stage(src: Path, out: Path) -> None:
     """Check the whole layout of ``src`` (InputError names the first bad file), then link
-    its files into ``out`` (existing ones are replaced)."""
-    check(src)
-    for rel in (CHECKPOINT, "samsum", MMLU_DIR):
-        for f in sorted(p for p in (src / rel).rglob("*") if p.is_file()):
-            harness.link_or_copy(f, out / f.relative_to(src))
+    its files into ``out`` under FlagPerf's names (existing ones are replaced)."""
+    found = {CHECKPOINT: src / CHECKPOINT, **check(src)}
+    for name, where in found.items():
+        for f in sorted(p for p in where.rglob("*") if p.is_file()):
+            harness.link_or_copy(f, out / name / f.relative_to(where))
 
 
 def options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dialogues", type=int, default=1200)
-    parser.add_argument("--questions", type=int, default=24, help="MMLU test rows per subject")
+    # about 20 blocks of 512 tokens: the CPU config's 3 epochs train 60 blocks
+    parser.add_argument("--dialogues", type=int, default=240)
+    # 24 questions in all: the CPU config's MMLU costs what one subject of 24 did
+    parser.add_argument("--questions", type=int, default=12, help="MMLU test rows per subject")
 
 
 if __name__ == "__main__":

@@ -4,20 +4,22 @@
         --config RUN_DIR/config.json --data-dir DATA_DIR --run-dir RUN_DIR
 
 One process, as the seed's configs; the harness's ``Run`` (docs/harness.md) does the rest.
-The base model (DATA_DIR/llama2_7b_hf) is frozen; peft adds the seed's LoRA adapters, the
-only trained weights. samsum prompts are packed into blocks of max_seq_length tokens (no
-padding), max_samples blocks are trained. Then MMLU k-shot (mmlu.py): ``acc`` over hp
-mmlu_subjects under hp mmlu_scoring, by default as the seed's rows were (abstract_algebra,
-argmax over the whole vocabulary); RUN_DIR/mmlu_subjects.json has each subject's result.
-The seed's MMLU only checks the model works: a run passes on a finite loss.
-
-Precision as FlagPerf's: float32 weights under the device's autocast (fp16 with a gradient
-scaler); MMLU without autocast, as its evaluate_MMLU.
+As FlagPerf's run_pretraining.py at the seed's commit (docs/cases/llama2.md's table): the
+base model (DATA_DIR/llama2_7b_hf) is frozen, peft adds the seed's LoRA adapters, and for
+fp16 the whole model is cast to float16 (``model.half()``: ``device.cast_weights``) and
+trained by a fused AdamW under autocast and a GradScaler. samsum prompts are packed into
+blocks of max_seq_length tokens (no padding), read in order for hp num_epochs epochs. The
+loss is FlagPerf's ``avg_train_loss``, the mean of the epochs' mean losses. Then MMLU
+k-shot (mmlu.py) over hp mmlu_subjects (all: FlagPerf loops its 57 TASKS), each prompt cut
+to max_seq_length; RUN_DIR/mmlu_subjects.json has each subject's result. The seed's MMLU
+only checks the model works: a run passes on a finite loss. ``mfu_flagperf`` is FlagPerf's
+MFU beside the harness's ``mfu``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,8 @@ import samsum
 import torch
 
 CHECKPOINT = "llama2_7b_hf"
+# FlagPerf's nominal parameter count in its MFU (run_pretraining.py: 7000000000.0).
+FLAGPERF_PARAMS = 7.0e9
 # The seed's LoraConfig (FlagPerf llama2_7b_finetune-pytorch), field for field.
 LORA = {
     "task_type": "CAUSAL_LM",
@@ -43,12 +47,34 @@ LORA = {
 
 
 def lora_model(ckpt: Path, device: harness.Device) -> Any:
-    """The frozen float32 checkpoint with the seed's LoRA adapters (peft), on the device."""
+    """The frozen checkpoint with the seed's LoRA adapters (peft), on the device, its weights
+    in the precision's type where FlagPerf casts them (fp16: ``model.half()`` after peft)."""
     from peft import LoraConfig, get_peft_model
     from transformers import LlamaForCausalLM
 
     base = LlamaForCausalLM.from_pretrained(ckpt, dtype=torch.float32)
-    return get_peft_model(base, LoraConfig(**LORA)).to(device.torch_device)
+    model = device.cast_weights(get_peft_model(base, LoraConfig(**LORA)))
+    return model.to(device.torch_device)
+
+
+def lora_optimizer(model: Any, hp: Any, precision: str) -> torch.optim.Optimizer:
+    """FlagPerf's AdamW over the adapters, fused for fp16: the fused kernel takes float16
+    parameters and unscales their gradients itself (torch's GradScaler refuses to unscale
+    float16 gradients for an unfused optimizer), so there are no float32 master copies."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    return torch.optim.AdamW(
+        trainable, lr=hp.learning_rate, weight_decay=hp.weight_decay, fused=precision == "fp16"
+    )
+
+
+def flagperf_mfu(run: harness.Run) -> float | None:
+    """FlagPerf's MFU: tokens/p/s x 2 x 7e9 / hp theory_flops (run_pretraining.py: 2 FLOPs
+    per parameter of the nominal 7B, a forward only, over the A100's TF32 peak for every
+    precision); None where theory_flops is 0 (a chip FlagPerf names no peak for)."""
+    rate = harness.throughput_metrics(run.totals())["tokens_per_s_per_device"]
+    if not rate or run.hp.theory_flops <= 0:
+        return None
+    return rate * 2 * FLAGPERF_PARAMS / run.hp.theory_flops
 
 
 def model_flops(model: Any, seq_len: int) -> tuple[harness.ModelFlops, int]:
@@ -66,7 +92,8 @@ def model_flops(model: Any, seq_len: int) -> tuple[harness.ModelFlops, int]:
 
 @torch.no_grad()
 def score_mmlu(run: harness.Run, model: Any, items: list[mmlu.Item], letters: list[int]) -> dict:
-    """Per-subject MMLU results of ``model`` (mmlu.score); no autocast, as FlagPerf's."""
+    """Per-subject MMLU results of ``model`` (mmlu.score); no autocast, as FlagPerf's (a
+    float16 model scores in float16)."""
     model.eval()
     per_subject = mmlu.score(
         lambda ids: model(input_ids=ids.to(run.device.torch_device), logits_to_keep=1).logits,
@@ -78,44 +105,59 @@ def score_mmlu(run: harness.Run, model: Any, items: list[mmlu.Item], letters: li
     return per_subject
 
 
+FP32_NOTE = "weights in fp32; MMLU without autocast (as FlagPerf)"
+# What each precision ran, as FlagPerf's use_fp16 (fp16) or the harness's cast (bf16).
+PRECISION_NOTES = {
+    "fp16": "fp16 as FlagPerf's use_fp16: model.half() (every weight float16), autocast, a "
+    "GradScaler and a fused AdamW on the float16 adapters; MMLU in float16 without autocast",
+    "bf16": "bf16: every weight bfloat16 (device.cast_weights; FlagPerf has no bf16 path), "
+    "autocast; MMLU in bfloat16 without autocast",
+}
+
+
 def main(run: harness.Run) -> None:
     hp, device = run.hp, run.device
     if run.env.world_size != 1:
         raise harness.InputError(f"{run.case.name} runs one process (got {run.env.world_size})")
     import transformers
-    from torch.utils.data import DataLoader, RandomSampler
+    from torch.utils.data import DataLoader
     from transformers import AutoTokenizer
 
-    root = run.data / "mmlu"
+    root = run.data / mmlu.DIR
     names = mmlu.select(root, hp.mmlu_subjects)  # bad hp: before any loading
     transformers.utils.logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(run.data / CHECKPOINT)
-    train_json = run.data / "samsum/train.json"
+    train_json = run.data / samsum.TRAIN_JSON
     blocks = samsum.pack(samsum.read_records(train_json), tokenizer, hp.max_seq_length)
     model = lora_model(run.data / CHECKPOINT, device)
-    items = mmlu.build_items(
-        root, names, tokenizer, hp.mmlu_shots, model.config.max_position_embeddings
-    )
+    items = mmlu.build_items(root, names, tokenizer, hp.mmlu_shots, hp.max_seq_length)
     letters = mmlu.letter_ids(tokenizer)
     flops, n_lora = model_flops(model, hp.max_seq_length)
     n_total = sum(p.numel() for p in model.parameters())
     run.say(f"LoRA: {n_lora} trainable of {n_total} parameters; {len(blocks)} blocks")
 
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=hp.learning_rate, weight_decay=hp.weight_decay)
+    optimizer = lora_optimizer(model, hp, device.precision)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 1, gamma=hp.lr_gamma)
-    # One seeded permutation of the blocks per epoch, whole batches only.
-    order = RandomSampler(blocks, generator=torch.Generator().manual_seed(hp.seed))
-    loader = DataLoader(blocks, batch_size=hp.train_batch_size, sampler=order, drop_last=True)
+    # FlagPerf's DataLoader: no sampler, so the blocks in order every epoch; whole batches only.
+    loader = DataLoader(blocks, batch_size=hp.train_batch_size, drop_last=True)
     if len(loader) == 0:
         raise harness.InputError(f"{train_json}: fewer than {hp.train_batch_size} blocks")
 
+    epoch_losses: list[float] = []  # each epoch's mean step loss (FlagPerf's train_epoch_loss)
+    total = torch.zeros((), device=device.torch_device)
+
+    def end_epoch() -> None:
+        epoch_losses.append(total.item() / len(loader))
+        total.zero_()
+        scheduler.step()  # the seed's StepLR, once per epoch
+
     model.train()
-    for batch in run.train(loader, epoch_end=scheduler.step):  # the seed's StepLR per epoch
+    for batch in run.train(loader, epochs=hp.num_epochs, epoch_end=end_epoch):
         input_ids = batch.to(device.torch_device, non_blocking=True)
         with run.step(len(batch), batch.numel(), batch.numel()) as step:  # packed: all real
             with device.autocast():
                 step.loss = model(input_ids=input_ids, labels=input_ids).loss
+            total.add_(step.loss.detach().float())
             run.optimize(step.loss, optimizer)
 
     per_subject: dict[str, dict[str, float]] = {}
@@ -127,25 +169,41 @@ def main(run: harness.Run) -> None:
     run.evaluate(evaluate)  # after training, inside the window (out of p_train and p_core)
     (run.run_dir / "mmlu_subjects.json").write_text(json.dumps(per_subject, indent=1))
 
-    shots = hp.mmlu_shots
+    loss = sum(epoch_losses) / len(epoch_losses)  # FlagPerf's avg_train_loss
+    acc = mmlu.overall(per_subject)
     notes = [
         f"LoRA (seed's LoraConfig): {n_lora} trainable parameters of {n_total}; base frozen",
-        f"acc: MMLU {shots}-shot over {len(items)} questions of {len(per_subject)} subjects "
-        f"(mmlu_subjects={hp.mmlu_subjects}; all questions weighted equally), "
+        f"loss: FlagPerf's avg_train_loss, the mean over {len(epoch_losses)} epochs of each "
+        "epoch's mean step loss",
+        f"acc: MMLU {hp.mmlu_shots}-shot over {len(items)} questions of {len(per_subject)} "
+        f"subjects (mmlu_subjects={hp.mmlu_subjects}; all questions weighted equally), "
         f"mmlu_scoring={hp.mmlu_scoring}: {mmlu.SCORING[hp.mmlu_scoring]}; per subject in "
         "mmlu_subjects.json",
         "no accuracy target (seed: MMLU only checks the fine-tuned model works): "
-        "passed = the sample budget trained to a finite loss",
+        "passed = num_epochs trained to a finite loss",
         "samples are packed blocks of max_seq_length tokens: every token is real",
-        "weights in fp32 under the precision's autocast; MMLU without autocast (as FlagPerf)",
+        "mfu_flagperf: FlagPerf's MFU, tokens/p/s x 2 x 7e9 / theory_flops "
+        f"({hp.theory_flops:g}); mfu: the harness's, model FLOPs over the peak of the math run",
+        PRECISION_NOTES.get(device.precision, FP32_NOTE),
     ]
-    truncated = sum(i.shots < shots for i in items)
-    if truncated:
-        notes.append(f"MMLU: {truncated} prompts lost shots to fit the model's context")
+    cut = sum(i.cut > 0 for i in items)
+    if cut:
+        notes.append(f"MMLU: {cut} prompts cut to max_seq_length={hp.max_seq_length} (as FlagPerf)")
+    if acc == 0 and hp.mmlu_scoring == "vocab":
+        notes.append(
+            "acc 0: under FlagPerf's rule only a letter as the argmax over the whole vocabulary "
+            "counts; a model never trained to answer (the synthetic one) puts no letter first"
+        )
     run.finish(
         flops,
-        metrics={"lora_params": n_lora},
+        metrics={
+            "lora_params": n_lora,
+            "loss": loss if math.isfinite(loss) else None,
+            "mfu_flagperf": flagperf_mfu(run),
+        },
         notes=notes,
+        converged=math.isfinite(loss),
+        message=None if math.isfinite(loss) else f"training loss is {loss}",
         extra={"mmlu_subjects": {name: s["acc"] for name, s in per_subject.items()}},
     )
 

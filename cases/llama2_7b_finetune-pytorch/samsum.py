@@ -19,6 +19,9 @@ from typing import Any
 import torch
 from harness import InputError
 
+# Where the data directory holds samsum's files: FlagPerf's dataset_dir (config_A100x1x1.py).
+DIR = "samsum_dataset"
+TRAIN_JSON = f"{DIR}/train.json"
 PROMPT = "Summarize this dialog:\n{dialogue}\n---\nSummary:\n{summary}{eos}"
 
 
