@@ -238,9 +238,10 @@ def test_the_bs96_row_as_flagperf_ran_it_is_judged_and_not_flagged() -> None:
     assert row.metrics["e2e_time"] == pytest.approx(
         10 * 88 * 96 * 8 / row.metrics["p_whole"], abs=0.05
     )
-    run = row.model_copy(
-        update={"hp": spec.hp, "environment": {"accelerator": "NVIDIA A100-SXM4-40GB"}}
-    )
+    # the page's e2e_time is FlagPerf's clock from main: fleetperf's e2e_time_main
+    metrics = {**row.metrics, "e2e_time_main": row.metrics["e2e_time"]}
+    environment = {"accelerator": "NVIDIA A100-SXM4-40GB"}
+    run = row.model_copy(update={"hp": spec.hp, "metrics": metrics, "environment": environment})
     verdict = verdict_for(run, spec, [])
     assert {c.metric for c in verdict.checks} == {r.metric for r in spec.config.references}
     assert not verdict.flagged

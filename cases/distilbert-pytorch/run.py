@@ -83,6 +83,21 @@ def right(model: Any, device: harness.Device, batch: dict[str, Any]) -> tuple[in
 
 
 # ------------------------------------------------------------------------------ the run
+NO_DECAY = ("bias", "LayerNorm.weight", "layer_norm.weight")  # FlagPerf's names
+
+
+def param_groups(model: Any, weight_decay: float) -> list[dict[str, Any]]:
+    """FlagPerf's optimizers/__init__.py: weight decay on all but biases and norm weights."""
+    named = list(model.named_parameters())
+    return [
+        {
+            "params": [p for n, p in named if not any(k in n for k in NO_DECAY)],
+            "weight_decay": weight_decay,
+        },
+        {"params": [p for n, p in named if any(k in n for k in NO_DECAY)], "weight_decay": 0.0},
+    ]
+
+
 def backward(run: harness.Run, loss: Any, optimizer: Any, micro: int, accumulate: int) -> bool:
     """FlagPerf's trainer_adapter.backward: the loss over ``accumulate``, the optimizer step
     at every ``accumulate``-th micro-batch (``micro`` counts from 1 over the whole run).
@@ -142,9 +157,7 @@ def main(run: harness.Run) -> None:
     coll = partial(collate, max_len=hp.max_seq_length, pad_id=tokenizer.pad_token_id)
     train_loader = run.train_loader(train, hp.train_batch_size, coll, source=sst / "train.tsv")
     dev_loader = run.eval_loader(dev, hp.eval_batch_size, coll)
-    optimizer = torch.optim.AdamW(
-        ddp.parameters(), lr=hp.learning_rate, weight_decay=hp.weight_decay
-    )
+    optimizer = torch.optim.AdamW(param_groups(ddp, hp.weight_decay), lr=hp.learning_rate)
     scheduler = linear_schedule(optimizer, len(train_loader), hp.max_epoch)
     run.say(f"model: {flops.formula}; train {len(train)} rows, dev {len(dev)} rows")
 
