@@ -176,7 +176,8 @@ def main(run: harness.Run) -> None:
         f"loss: FlagPerf's avg_train_loss, the mean over {len(epoch_losses)} epochs of each "
         "epoch's mean step loss",
         f"acc: MMLU {hp.mmlu_shots}-shot over {len(items)} questions of {len(per_subject)} "
-        f"subjects (mmlu_subjects={hp.mmlu_subjects}; all questions weighted equally), "
+        f"subjects (mmlu_subjects={hp.mmlu_subjects}; FlagPerf's TASKS: MMLU's 57; all "
+        "questions weighted equally), "
         f"mmlu_scoring={hp.mmlu_scoring}: {mmlu.SCORING[hp.mmlu_scoring]}; per subject in "
         "mmlu_subjects.json",
         "no accuracy target (seed: MMLU only checks the fine-tuned model works): "
