@@ -195,3 +195,40 @@ def test_a_lease_that_cannot_be_read_proves_nothing(text: str) -> None:
 
 def test_a_lease_reads_back_as_written() -> None:
     assert liveness.parse(controller_id()) == liveness.this_controller()
+
+
+# ------------------------------------------------------------------ the host-side lease
+def _host_utils(monkeypatch: pytest.MonkeyPatch):  # playbooks/module_utils as Ansible loads it
+    import ansible.module_utils as mu
+
+    monkeypatch.setattr(mu, "__path__", [*mu.__path__, str(REPO / "playbooks" / "module_utils")])
+    from ansible.module_utils import fleetperf_host
+
+    return fleetperf_host
+
+
+def test_host_lease_proves_a_controller_gone_only_in_its_own_namespace(monkeypatch) -> None:
+    """The host lease preflight checks (issue 26 point 5, the host side): it named its
+    controller by boot id and pid only, so a host on the controller's machine took over the
+    lease of a live controller in a container (another PID namespace) whose pid was free
+    there. Now the lease carries the liveness fields and only a controller in the module's
+    own namespaces can be proven gone."""
+    from tui.fleet import _controller
+
+    host = _host_utils(monkeypatch)
+    mine = _controller()
+    assert {"pid", "start", "boot_id", "pidns", "timens"} <= set(mine)
+    assert not host.controller_gone(mine)  # this process runs
+
+    code = "import json; from dataclasses import asdict; from tui import liveness; "
+    code += "print(json.dumps(asdict(liveness.this_controller())))"
+    child = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    gone = json.loads(child.stdout)
+    assert host.controller_gone(gone)  # exited, same machine and namespaces
+    assert not host.controller_gone({**gone, "pidns": gone["pidns"] + 1})  # another namespace
+    assert not host.controller_gone({**gone, "boot_id": "another-boot"})
+    assert not host.controller_gone({k: gone[k] for k in ("host", "pid", "boot_id")})  # old form
+    # a reused pid: this process's pid with another start time
+    assert host.controller_gone({**mine, "start": mine["start"] + 1})

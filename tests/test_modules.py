@@ -583,10 +583,11 @@ def test_lease_refuses_waits_and_is_released(tmp_path: Path) -> None:
 
 
 def test_a_lease_whose_controller_died_is_taken_over(tmp_path: Path) -> None:
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    gone = {"host": socket.gethostname(), "pid": dead.pid, "boot_id": boot_id}
+    code = "import json; from dataclasses import asdict; from tui import liveness; "
+    code += "print(json.dumps(asdict(liveness.this_controller())))"
+    dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    gone = json.loads(dead.stdout)  # the lease of a controller that exited, as fleet sends it
+    boot_id = gone["boot_id"]
     res, _ = preflight(tmp_path, run_id="run-1", controller=gone)
     assert not res.get("failed"), res
     res, _ = preflight(tmp_path, run_id="run-2", controller={**CONTROLLER, "boot_id": boot_id})

@@ -10,7 +10,6 @@ import os
 import re
 import secrets
 import shutil
-import socket
 import stat
 import sys
 import tarfile
@@ -18,7 +17,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -129,8 +128,9 @@ def controller_vars(results_dir: Path, data_root: Path) -> dict[str, str]:
 
 
 def _controller() -> dict[str, Any]:
-    """Who holds a host lease: a host sees whether this process is gone (same boot)."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "boot_id": liveness.boot_id()}
+    """Who holds a host lease: this controller's liveness lease, from which a host on the
+    same machine and PID namespace can prove it gone (fleetperf_host.controller_gone)."""
+    return asdict(liveness.this_controller())
 
 
 @dataclass

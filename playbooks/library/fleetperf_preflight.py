@@ -19,7 +19,9 @@ description:
     the process the launch recorded in C(workload.id), same boot and start time, so a pid
     reused or from before a reboot does not hold the host; a docker run, while the engine at
     O(docker_host) says a container labelled with that run and O(host) runs) and either the
-    controller process is gone (same machine, same boot) or the run's C(heartbeat)
+    controller process is provably gone (same boot, PID and time namespaces, its pid free or
+    started at another time; a controller in a container on the host proves nothing) or the
+    run's C(heartbeat)
     (touched by M(fleetperf_tail) while it polls) is older than O(lease_stale_s).
     M(fleetperf_stop) releases it.
   - Every take, take-over and release happens under an exclusive C(flock) of
@@ -56,7 +58,8 @@ options:
       omitted on the other hosts.
     type: int
   controller:
-    description: The controller that takes the lease (host, pid, boot_id).
+    description: The controller that takes the lease (host, pid, start, boot_id, pidns,
+      timens, machine_id).
     type: dict
     required: true
   lease_wait_s:
@@ -111,7 +114,14 @@ EXAMPLES = r"""
     requires: [train.jsonl, vocab.txt]
     config: {case: distilbert, nnodes: 1, nproc_per_node: 1, hp: {lr: 0.0001}}
     master_port: 0
-    controller: {host: ctl.example.org, pid: 4242, boot_id: 7c1e0b6e-0d7a-4a43-9a52-3a8f1c2b9e10}
+    controller:
+      host: ctl.example.org
+      pid: 4242
+      start: 81234
+      boot_id: 7c1e0b6e-0d7a-4a43-9a52-3a8f1c2b9e10
+      pidns: 4026531836
+      timens: 4026531834
+      machine_id: null
     lease_wait_s: 60
     data_manifest: fleetperf-data.json
     python: /opt/fleetperf/venv/bin/python
@@ -226,16 +236,6 @@ def port_free(port: int) -> int | None:
         return int(s.getsockname()[1])
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def container_running(run_dir: str, engine: dict | None) -> bool:
     """A docker run's container still runs (the engine says so, found by its labels);
     False on a process host, or when the engine cannot say (then the heartbeat decides)."""
@@ -254,8 +254,8 @@ def holder_alive(run_root: str, lease: dict, stale_s: float, engine: dict | None
     if files.running(run_dir) or container_running(run_dir, engine):
         return True
     ctl = lease.get("controller") or {}
-    if ctl.get("boot_id") == files.boot_id() and not pid_alive(int(ctl.get("pid", 0))):
-        return False  # its controller was on this machine and is gone
+    if files.controller_gone(ctl):
+        return False  # its controller was on this machine, in this namespace, and is gone
     beat = files.regular_stat(os.path.join(run_dir, "heartbeat"))
     last = beat.st_mtime if beat else float(lease.get("taken", 0))
     return time.time() - last < stale_s

@@ -176,6 +176,28 @@ def start_time(pid: int) -> int | None:
     return None if fields[0] == "Z" else int(fields[19])
 
 
+def namespace(kind: str) -> int | None:
+    """This process's namespace of ``kind`` (pid, time): the inode of /proc/self/ns/KIND."""
+    try:
+        return os.stat(f"/proc/self/ns/{kind}").st_ino
+    except OSError:
+        return None
+
+
+def controller_gone(ctl: dict) -> bool:
+    """Whether a lease's controller is provably gone: it ran on this kernel (boot id), in
+    this process's PID and time namespaces, and its pid is free or names a process that
+    started at another time. Anything else (a controller in a container on this host,
+    another machine, a lease without those fields) proves nothing: the heartbeat decides."""
+    pid = ctl.get("pid")
+    if ctl.get("boot_id") != boot_id() or type(pid) is not int or pid <= 0:
+        return False
+    pidns = namespace("pid")
+    if pidns is None or ctl.get("pidns") != pidns or ctl.get("timens") != namespace("time"):
+        return False
+    return ctl.get("start") is not None and start_time(pid) != ctl["start"]
+
+
 def record(run_dir: str, pid: int) -> None:
     """At launch: the supervisor's pid and identity (workload.id first: a workload.pid
     is never without it)."""
