@@ -38,6 +38,7 @@ METRIC_KEYS = {
     "loss",
     "mem_used_gib",
     "mem_total_gib",
+    "mem_allocator_gib",  # torch's peak beside the device's used memory (issue 27 point 5)
     "energy_j_per_sample",  # null with a note where the host has no counter this reads
     "energy_j_per_token",
 }
