@@ -246,3 +246,48 @@ def test_one_run_shows_the_env_its_config_set(tmp_path: Path) -> None:
     assert other.stdout.endswith("\nenv from the config: none\n")
     js = fleetperf("results", r1.run_id, "--results", str(tmp_path), "--format", "json")
     assert json.loads(js.stdout)[0]["config_env"] == env
+
+
+def _store_with_long_ids(tmp_path: Path) -> tuple[str, str]:
+    """Two runs with ids as tui/fleet.py new_run_id draws them, sharing a tail's first digit."""
+    r1, r2 = seed001_records()[:2]
+    one = "20261121-100000-distilbert-pytorch-fec4a1b2c3d4e5f6"
+    two = "20261121-110000-distilbert-pytorch-f0000000000000aa"
+    with ResultStore(tmp_path / "fleetperf.sqlite") as store:
+        store.add(r1.model_copy(update={"run_id": one, "notes": ["loaded host: load 0.9"]}))
+        store.add(r2.model_copy(update={"run_id": two}))
+    return one, two
+
+
+def test_results_and_prune_take_the_short_id_the_table_shows(tmp_path: Path) -> None:
+    """Issue 29 point 4: `results fec4` (a table's short form) and any unique prefix."""
+    one, two = _store_with_long_ids(tmp_path)
+    table = fleetperf("results", "--results", str(tmp_path))
+    assert "| fec4a1 |" in table.stdout  # the short form the operator copies
+    shown = fleetperf("results", "fec4a1", "--results", str(tmp_path), "--format", "json")
+    assert shown.returncode == 0, shown.stderr
+    assert [r["run_id"] for r in json.loads(shown.stdout)] == [one]
+    by_prefix = fleetperf("results", "20261121-11", "--results", str(tmp_path), "--format", "json")
+    assert [r["run_id"] for r in json.loads(by_prefix.stdout)] == [two]
+    ambiguous = fleetperf("results", "f", "--results", str(tmp_path), "--prune")
+    assert ambiguous.returncode == 2 and ambiguous.stdout == ""
+    assert ambiguous.stderr == (
+        f"fleetperf: error: run 'f' is ambiguous: 2 runs match ({one}, {two});"
+        " give more of the id\n"
+    )
+    none = fleetperf("results", "abc9", "--results", str(tmp_path))
+    assert none.returncode == 2 and none.stderr.startswith("fleetperf: error: no run 'abc9' in ")
+    pruned = fleetperf("results", "fec4", "--results", str(tmp_path), "--prune")
+    assert pruned.returncode == 0, pruned.stderr
+    assert pruned.stdout.startswith(f"pruned {one} ")
+    with ResultStore(tmp_path / "fleetperf.sqlite") as store:
+        assert [r.run_id for r in store.list()] == [two]
+
+
+def test_one_run_prints_its_notes(tmp_path: Path) -> None:
+    """Issue 29 point 9: `results RUN_ID` prints the record's notes after its table."""
+    one, two = _store_with_long_ids(tmp_path)
+    out = fleetperf("results", one, "--results", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "\nnotes:\n  - loaded host: load 0.9\n\npeak" in out.stdout
+    assert "\nnotes: none\n" in fleetperf("results", two, "--results", str(tmp_path)).stdout

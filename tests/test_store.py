@@ -351,3 +351,29 @@ def test_run_ids_carry_64_random_bits_and_a_short_form() -> None:
         cli._check_run_id(run_id, "--prune")  # what prune and results accept
         assert token.startswith(short_id(run_id)) and len(short_id(run_id)) == 6
     assert len(set(tokens)) == len(tokens)
+
+
+def test_resolve_takes_a_unique_prefix_or_the_tables_short_form(tmp_path: Path) -> None:
+    """Issue 29 point 4: the whole id, any unique prefix of it, or the short form the
+    tables show (a prefix of the random tail); several matches are refused with them."""
+    r1, r2, r3 = seed001_records()[:3]
+    one = "20261121-100000-distilbert-pytorch-3fa2c01d9e4b7a65"
+    two = "20261121-100000-distilbert-pytorch-3fb7000000000000"
+    other = "20261122-090000-glm-pytorch-0a0b0c0d0e0f1011"
+    with ResultStore(tmp_path / "fleetperf.sqlite") as store:
+        for record, run_id in ((r1, one), (r2, two), (r3, other)):
+            store.add(record.model_copy(update={"run_id": run_id}))
+        assert store.resolve(one) == one
+        assert store.resolve(short_id(one)) == one  # what the tables print
+        assert store.resolve("3fb") == two
+        assert store.resolve("20261122") == other
+        assert store.resolve("20261121-100000-distilbert-pytorch-3fa") == one
+        with pytest.raises(StoreError) as ambiguous:
+            store.resolve("3f")
+        assert str(ambiguous.value) == (
+            f"run '3f' is ambiguous: 2 runs match ({one}, {two}); give more of the id"
+        )
+        with pytest.raises(StoreError, match=r"^no run 'fec4' in .*fleetperf\.sqlite$"):
+            store.resolve("fec4")
+        with pytest.raises(StoreError, match="^no run '' in"):
+            store.resolve("")

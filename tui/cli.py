@@ -166,9 +166,9 @@ def _open_store(results_dir: Path) -> ResultStore:
 
 def _select(args: argparse.Namespace, store: ResultStore) -> tuple[list[RunRecord], int]:
     """The runs the arguments name, and how many others of the case the filters hid."""
-    if args.run_id:
-        record = store.get(args.run_id)
-        if record is None:
+    if args.run_id:  # the whole id, a unique prefix, or the short form tables show
+        record = store.get(store.resolve(args.run_id))
+        if record is None:  # pruned by another controller since
             raise UsageError(f"no run {args.run_id!r} in {store.path}")
         return [record], 0
     every = store.list(case=args.case)
@@ -211,7 +211,8 @@ def cmd_results(args: argparse.Namespace, results_dir: Path) -> int:
             return _prune(store, records, results_dir)
     if records or args.format != "md":  # JSON and CSV stay machine-readable when empty
         print(printable(render(records, args.format, ids=True)))
-        if args.run_id and args.format == "md":  # one run: what its MFU divides, its env
+        if args.run_id and args.format == "md":  # one run: its notes, what MFU divides, env
+            print("\n" + printable(notes_text(records[0])))
             print("\n" + printable(peak_text(records[0])))
             print("\n" + printable(config_env_text(records[0])))
     else:
@@ -220,6 +221,13 @@ def cmd_results(args: argparse.Namespace, results_dir: Path) -> int:
     if hidden and args.format == "md":
         print(f"({hidden} run(s) with another status hidden: --status all shows them)")
     return 0
+
+
+def notes_text(record: RunRecord) -> str:
+    """The workload's and the controller's notes on one run, one a line."""
+    if not record.notes:
+        return "notes: none"
+    return "notes:\n" + "\n".join(f"  - {note}" for note in record.notes)
 
 
 def cmd_report(args: argparse.Namespace, results_dir: Path) -> int:

@@ -23,6 +23,7 @@ from tui.record import RunRecord
 
 SCHEMA_VERSION = 8
 BUSY_TIMEOUT_S = 60.0  # how long one controller waits for another's write
+RESOLVE_SHOWN = 5  # an ambiguous run id: the matches named in the refusal
 
 _RUNS = """CREATE TABLE runs (
     run_id         TEXT PRIMARY KEY,
@@ -262,6 +263,26 @@ class ResultStore:
             rows = conn.execute(sql, params).fetchall()
             return [_read_record(conn, row) for row in reversed(rows)]
 
+    def resolve(self, text: str) -> str:
+        """The run id ``text`` names: the whole id, a unique prefix of it, or a unique
+        prefix of its random tail (the short form the tables show). StoreError naming the
+        matches when several fit, or saying there is no such run."""
+        with self._transaction(write=False) as conn:
+            ids = [row[0] for row in conn.execute("SELECT run_id FROM runs ORDER BY run_id")]
+        if text in ids:
+            return text
+        matches = [i for i in ids if text and (i.startswith(text) or _tail(i).startswith(text))]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise StoreError(f"no run {text!r} in {self.path}")
+        shown = ", ".join(matches[:RESOLVE_SHOWN])
+        more = f" and {len(matches) - RESOLVE_SHOWN} more" if len(matches) > RESOLVE_SHOWN else ""
+        raise StoreError(
+            f"run {text!r} is ambiguous: {len(matches)} runs match ({shown}{more});"
+            " give more of the id"
+        )
+
     def interrupt(self, record: RunRecord, error: str) -> bool:
         """Mark a run 'interrupted' if it is still 'running' under the same controller."""
         with self._transaction() as conn:
@@ -314,6 +335,11 @@ def _run_row(record: RunRecord) -> dict[str, Any]:
         else data[name]
         for name in _RUN_FIELDS
     }
+
+
+def _tail(run_id: str) -> str:
+    """The random tail of STAMP-CASE-TOKEN (tui/fleet.py new_run_id), which tables shorten."""
+    return run_id.rsplit("-", 1)[-1]
 
 
 def _filters(**equals: str | None) -> tuple[list[str], list[Any]]:
