@@ -432,3 +432,30 @@ def test_seed_004s_kunlunxin_config_carries_its_vendor_settings() -> None:
         "BKCL_FORCE_SYNC": "1",
         "XPU_FC_AUTOTUNE_FILE": "{data_dir}/fc_autotune_fp16.log",
     }
+
+
+def test_a_typo_is_answered_with_the_near_name() -> None:
+    """Issue 29 point 9: `--set max_sample=800`, a misspelt case or config names what was meant."""
+    case = catalog.load_case("glm-pytorch")
+    config = catalog.load_config(case, "cpu/CPUx1x1")
+    with pytest.raises(CatalogError) as hp:
+        catalog.resolve(case, config, catalog.parse_sets(["max_sample=800"]))
+    assert str(hp.value) == (
+        "--set: max_sample: case glm-pytorch has no such hyperparameter;"
+        " did you mean 'max_samples'?"
+    )
+    with pytest.raises(
+        CatalogError, match=r"^unknown case 'glm-pytorc'; did you mean 'glm-pytorch'\? \(known: "
+    ):
+        catalog.load_case("glm-pytorc")
+    with pytest.raises(
+        CatalogError, match=r"no config 'cpu/CPUx1x2'; did you mean 'cpu/CPUx1x1'\?"
+    ):
+        catalog.load_config(case, "cpu/CPUx1x2")
+    with pytest.raises(
+        CatalogError, match=r"e\.g\. cpu/CPUx1x1; did you mean 'nvidia/A100x1x8'\?$"
+    ):
+        catalog.load_config(case, "A100x1x8")
+    with pytest.raises(CatalogError) as far:  # nothing near: no guess
+        catalog.resolve(case, config, catalog.parse_sets(["zzz=1"]))
+    assert str(far.value) == "--set: zzz: case glm-pytorch has no such hyperparameter"

@@ -7,8 +7,10 @@ names the file (or ``--set``) and the field.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
@@ -255,6 +257,13 @@ def _first_error(where: str, exc: ValidationError, prefix: str = "") -> CatalogE
     return CatalogError(f"{where}: {field}: {err['msg']}{value}")
 
 
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """'; did you mean 'max_samples'?' for the nearest known name, or '' when none is near:
+    a typo's refusal names what was meant."""
+    near = difflib.get_close_matches(name, list(known), n=1)
+    return f"; did you mean {near[0]!r}?" if near else ""
+
+
 def case_names(cases_dir: Path = CASES_DIR) -> list[str]:
     return sorted(p.parent.name for p in cases_dir.glob("*/case.yaml"))
 
@@ -263,7 +272,8 @@ def load_case(name: str, cases_dir: Path = CASES_DIR) -> CaseSpec:
     path = cases_dir / name / "case.yaml"
     if not path.is_file():
         known = ", ".join(case_names(cases_dir)) or "none"
-        raise CatalogError(f"unknown case {name!r} (known: {known})")
+        near = did_you_mean(name, case_names(cases_dir))
+        raise CatalogError(f"unknown case {name!r}{near} (known: {known})")
     data = _load_yaml(path)
     try:
         case = CaseSpec(**data, dir=path.parent.resolve())
@@ -308,13 +318,15 @@ def load_config(case: CaseSpec, ref: str) -> VendorConfig:
     vendor, _, name = ref.partition("/")
     match = CONFIG_NAME.fullmatch(name)
     if not VENDOR.fullmatch(vendor) or not match:  # a vendor of ".." named another directory
+        near = did_you_mean(ref, config_refs(case))
         raise CatalogError(
-            f"config {ref!r}: expected VENDOR/CHIPxNNODESxNPROC[-VARIANT], e.g. cpu/CPUx1x1"
+            f"config {ref!r}: expected VENDOR/CHIPxNNODESxNPROC[-VARIANT], e.g. cpu/CPUx1x1{near}"
         )
     path = case.dir / "configs" / vendor / f"{name}.yaml"
     if not path.is_file():
         known = ", ".join(config_refs(case)) or "none"
-        raise CatalogError(f"case {case.name}: no config {ref!r} (known: {known})")
+        near = did_you_mean(ref, config_refs(case))
+        raise CatalogError(f"case {case.name}: no config {ref!r}{near} (known: {known})")
     data = _load_yaml(path)
     extra = sorted(set(data) - {"overrides", "references", "env"})
     if extra:
@@ -412,7 +424,10 @@ def _check_overrides(case: CaseSpec, where: str, prefix: str, overrides: dict[st
     for key in overrides:
         field = f"{prefix}.{key}" if prefix else key
         if key not in case.defaults:
-            raise CatalogError(f"{where}: {field}: case {case.name} has no such hyperparameter")
+            near = did_you_mean(key, case.defaults)
+            raise CatalogError(
+                f"{where}: {field}: case {case.name} has no such hyperparameter{near}"
+            )
         if key not in case.overridable:
             allowed = ", ".join(case.overridable)
             raise CatalogError(
