@@ -84,8 +84,9 @@ class FlagPerfFigures:
             self.loss, self.window = self.window / 10, 0.0
 
     def read_timer(self, timer: Any, steps_per_print: int) -> None:
-        """DeepSpeed's ThroughputTimer logs RunningAvgSamplesPerSec (global batches per second
-        since its start_step) every steps_per_print global steps; FlagPerf reads the last."""
+        """DeepSpeed's ThroughputTimer logs RunningAvgSamplesPerSec (sequences over all ranks
+        per second since its start_step) every steps_per_print global steps; FlagPerf reads
+        the last."""
         count = timer.global_step_count
         if count % steps_per_print == 0 and count > timer.start_step:
             self.samples_per_s = timer.avg_samples_per_sec()
@@ -185,8 +186,8 @@ def main(run: harness.Run) -> None:
         f"ZeRO-3: rank r holds shards[r] of {whole} parameter elements: {shards}",
         f"DeepSpeed config from hp (ds_config.json in the run dir): micro batch {bs}, "
         f"gradient accumulation {hp.gradient_accumulation_steps}, world {world}",
-        "no loss target (seed: a throughput case): passed = the token budget trained to a "
-        "finite loss",
+        "no loss target (seed: a throughput case): passed = the epochs (or hp max_tokens "
+        "where set) trained to a finite loss",
         "random initial weights (the seed's setting); sequences are cut from a flat token "
         "array: every token is real",
     ]
