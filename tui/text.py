@@ -1,12 +1,13 @@
 """The text boundary: strings from a workload, a host or a user, made safe for every writer.
 
-Where such a string enters (a workload's event line, an ansible-runner event, a record),
-``clean`` makes it encodable and bounded: a lone surrogate (valid in JSON as ``"\\ud800"``,
-not encodable as UTF-8) becomes U+FFFD, so result.json, the store and a UTF-8 terminal can
-always write it; a string longer than ``MAX_TEXT`` keeps its head and tail. Where text is
-shown, ``printable`` (terminals) and ``html_text`` (report.html) make every control and
-bidi character visible as the ``\\uXXXX`` escape JSON uses, so neither a terminal nor a
-browser obeys it. No textual, no rich: the engine, batch mode and the app all use it.
+Where such a string enters (a workload's event line, an ansible-runner event, a user's
+YAML, a record), ``clean`` makes it encodable and bounded: a lone surrogate (valid in JSON
+as ``"\\ud800"``, not encodable as UTF-8) becomes U+FFFD, so result.json, the store and a
+UTF-8 terminal can always write it; a string longer than ``MAX_TEXT`` keeps its head and
+tail. Where text is shown, ``printable`` (terminals) and ``html_text`` (report.html) make
+every control and bidi character visible as the ``\\uXXXX`` escape JSON uses, so neither
+a terminal nor a browser obeys it. No textual, no rich: the engine, batch mode and the app
+all use it.
 """
 
 from __future__ import annotations
