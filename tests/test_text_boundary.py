@@ -387,3 +387,11 @@ def test_a_users_yaml_and_sets_are_cleaned(tmp_path: Path) -> None:
     with ResultStore(tmp_path / "store.sqlite") as store:
         store.add(record)
         assert store.get(record.run_id).hp["env_digest"] == "\ufffd \x1b[2J"
+
+
+def test_a_yaml_value_inside_itself_is_still_refused_in_one_line() -> None:
+    # The cleaning stops at a depth, so an alias inside itself ends as the reader's error.
+    case = catalog.load_case("emitter", FIXTURE_CASES)
+    with pytest.raises(catalog.CatalogError, match="--set: env_digest: expected str"):
+        sets = catalog.parse_sets(["env_digest=&a [*a]"])
+        catalog.resolve(case, catalog.load_config(case, "cpu/CPUx1x1"), sets)

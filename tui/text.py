@@ -21,6 +21,8 @@ from typing import Any
 # A workload line (64 KiB, tui/events.py) may still hold many of them.
 MAX_TEXT = 16 * 1024
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# Nesting cleaned: far past any config, result or record (a result's environment: 8).
+_MAX_DEPTH = 64
 # C0 except tab and newline, DEL, and C1 (0x80-0x9f: CSI, OSC, ST in one byte each) steer a
 # terminal; ALM, LRM/RLM, the embeddings and overrides (U+202A-202E) and the isolates
 # (U+2066-2069) reorder the text shown around them, on a terminal and in a browser.
@@ -43,14 +45,18 @@ def clean(text: str, cap: int = MAX_TEXT) -> str:
     return encodable(text)
 
 
-def clean_tree(value: Any, cap: int = MAX_TEXT) -> Any:
-    """Parsed JSON (or a record's fields) with every string in it, keys too, ``clean``."""
+def clean_tree(value: Any, cap: int = MAX_TEXT, depth: int = 0) -> Any:
+    """Parsed JSON or YAML (or a record's fields) with every string in it, keys too,
+    ``clean``; what lies deeper than ``_MAX_DEPTH`` is left as it is (a YAML alias inside
+    itself, ``&a [*a]``, ends there, and its reader refuses it as before)."""
     if isinstance(value, str):
         return clean(value, cap)
+    if depth >= _MAX_DEPTH:
+        return value
     if isinstance(value, dict):
-        return {clean_tree(k, cap): clean_tree(v, cap) for k, v in value.items()}
+        return {clean_tree(k, cap): clean_tree(v, cap, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [clean_tree(v, cap) for v in value]
+        return [clean_tree(v, cap, depth + 1) for v in value]
     return value
 
 
