@@ -106,3 +106,21 @@ def test_an_override_that_reads_as_markup_shows_literally(tmp_path: Path) -> Non
             assert any(str(bad.value) in str(n.message) for n in app._notifications)
 
     run(scenario())
+
+
+def test_help_shows_the_apps_own_keys_before_the_trees(tmp_path: Path) -> None:
+    """Issue 29 point 9: `?` listed twenty generic tree keys before Launch and the screens."""
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 60)) as pilot:
+            await pilot.press("question_mark")
+            lines = plain(app.screen.query_one(Static), width=120).splitlines()
+            keys = [ln.split() for ln in lines[lines.index("Keys") + 1 :] if ln.startswith("  ")]
+            own = [i for i, words in enumerate(keys) if "." in words[-1]]  # a binding id
+            generic = [i for i, words in enumerate(keys) if "." not in words[-1]]
+            assert own and generic  # the tree's keys are still listed, after
+            assert max(own) < min(generic)
+            assert any(words[-1] == "cases.launch" for words in keys[:5])
+
+    run(scenario())

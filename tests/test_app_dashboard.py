@@ -11,13 +11,13 @@ from app_support import make_app, plain, run, wait_for
 from rich.style import Style
 from textual.coordinate import Coordinate
 from textual.strip import Strip
-from textual.widgets import DataTable, Label, Log, Sparkline
+from textual.widgets import DataTable, Label, RichLog, Sparkline
 
 from tui.app.feed import SERIES_POINTS, RunFeed, downsample
 from tui.app.screens.dashboard import DashboardScreen
 from tui.app.widgets.charts import RunProgress
 from tui.app.widgets.hosttable import HostTable
-from tui.events import HostState, MetricSample, RunFinished, RunStarted
+from tui.events import CaseResult, HostState, MetricSample, RunFinished, RunStarted
 
 RUN = "20261122-070000-emitter-0001"
 
@@ -105,9 +105,7 @@ def test_dashboard_shows_rows_failure_reason_and_skips_hidden_charts(tmp_path: P
             status = screen.query_one("#run-status", Label)
             await wait_for(pilot, lambda: "CUDA error" in plain(status))
             assert "[failed]" in plain(status)
-            await wait_for(
-                pilot, lambda: "failed: host node-b" in "\n".join(screen.query_one(Log).lines)
-            )
+            await wait_for(pilot, lambda: "failed: host node-b" in log_text(screen))
             # Hidden charts are not redrawn.
             sparkline = screen.query_one("#chart-loss").query_one(Sparkline)
             await pilot.press("c")
@@ -140,7 +138,7 @@ def test_a_screen_first_shown_leaves_the_collectors_full_passes(tmp_path: Path) 
             await pilot.press("3")
             screen = app.screen
             assert isinstance(screen, DashboardScreen)
-            long_lived = [screen, screen.query_one(HostTable), screen.query_one(Log)]
+            long_lived = [screen, screen.query_one(HostTable), screen.query_one(RichLog)]
             await wait_for(
                 pilot, lambda: not {id(o) for o in long_lived} & {id(o) for o in gc.get_objects()}
             )
@@ -411,9 +409,38 @@ def test_a_hosts_message_shows_literally_in_row_note_status_and_log(tmp_path: Pa
             await wait_for(pilot, lambda: plain(note, width=300).strip() == f"node-a: {shown}")
             assert plain(status, width=300).strip().endswith(shown)
             assert str(table.get_cell("node-a", "note")) == shown
-            assert shown in "\n".join(screen.query_one(Log).lines)
+            assert shown in log_text(screen)
             await pilot.click("#host-note")  # nothing to click: the app stays
             await pilot.pause(0.2)
             assert app.is_running
+
+    run(scenario())
+
+
+def log_text(screen: DashboardScreen) -> str:
+    """The run log's lines as drawn (wrapped lines one after another)."""
+    return "\n".join(strip.text for strip in screen.query_one(RichLog).lines)
+
+
+def test_the_log_wraps_the_results_hint_at_100_columns(tmp_path: Path) -> None:
+    """Issue 29 point 9: the log cut "(fleetperf results RUN --format json)" at the edge of a
+    100-column terminal; every word of it is on screen now."""
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(100, 30)) as pilot:
+            app.feed.add_run(RUN, "emitter", "cpu/CPUx1x1", ["node-a"], {})
+            app.feed.push(RunStarted(RUN, "emitter", "cpu/CPUx1x1", ["node-a"], 0.0))
+            await pilot.press("3")
+            screen = app.screen
+            app.feed.push(CaseResult(RUN, "node-a", 0, 1.0, "success", True, {}, ["a", "b"]))
+            log = screen.query_one("#run-log")  # drawn lines: whatever widget draws them
+
+            def drawn() -> str:
+                height = log.scrollable_content_region.height
+                return " ".join(" ".join(log.render_line(y).text.split()) for y in range(height))
+
+            await wait_for(pilot, lambda: "result success" in drawn())
+            assert f"(fleetperf results {RUN} --format json)" in drawn()
 
     run(scenario())

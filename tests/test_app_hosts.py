@@ -3,16 +3,26 @@ mode with per-host, per-task progress, and the question before the real run."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
+import pty
+import select
+import signal
+import struct
+import sys
+import termios
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from app_support import fixed_inventory, make_app, plain, run, wait_for
+from app_support import REPO, fixed_inventory, make_app, plain, run, wait_for
 from textual.widgets import DataTable, Label, Tree
 
 from tui import hostcheck
 from tui.app.screens.dialogs import ConfirmScreen
-from tui.app.screens.hosts import HostsScreen
+from tui.app.screens.hosts import HostsScreen, shown_path
 from tui.images import expected_image
 from tui.inventory import load_inventory
 
@@ -118,3 +128,64 @@ def test_read_only_refuses_provisioning_with_a_notice(tmp_path: Path) -> None:
             assert not [w for w in app.workers if w.group == "provision"]
 
     run(scenario())
+
+
+def test_the_hosts_screen_names_the_inventory_it_shows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29 point 5: the app on another inventory says which (inside the working
+    directory relative to it, elsewhere whole)."""
+    inventory = fixed_inventory(tmp_path)
+    monkeypatch.chdir(REPO)
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, inventory=inventory)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("2")
+            screen = app.screen
+            hosts = screen.query_one("#hosts", DataTable)
+            await wait_for(pilot, lambda: hosts.row_count == 1)
+            assert screen.sub_title == f"inventory {inventory}"
+            await wait_for(pilot, lambda: _cell(hosts, "localhost", "reachable") != "checking...")
+
+    run(scenario())
+    assert shown_path(REPO / "inventory" / "examples" / "nvidia.yml") == (
+        "inventory/examples/nvidia.yml"
+    )
+
+
+def test_fleetperf_i_opens_the_app_on_that_inventory(tmp_path: Path) -> None:
+    """Issue 29 point 5: `fleetperf -i INVENTORY` answered "run headless with --batch";
+    now the app opens (in a terminal: a pty here) and quits on ctrl+q."""
+    inventory = fixed_inventory(tmp_path)
+    argv = [sys.executable, "-m", "tui.cli", "-i", str(inventory), "--results", str(tmp_path)]
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the app in a 100x30 terminal
+        os.chdir(REPO)
+        os.environ.update(TERM="xterm-256color", COLUMNS="100", LINES="30")
+        os.execv(sys.executable, argv)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    seen = b""
+    try:
+        deadline = time.monotonic() + 60
+        while b"Overrides" not in seen and time.monotonic() < deadline:
+            if select.select([fd], [], [], 1)[0]:
+                seen += os.read(fd, 65536)
+        assert b"Overrides" in seen, seen[-2000:]  # the Cases screen's field: the app is up
+        assert b"--batch" not in seen
+        os.write(fd, b"\x11")  # ctrl+q
+        while time.monotonic() < deadline + 30:
+            if select.select([fd], [], [], 1)[0]:
+                try:
+                    os.read(fd, 65536)
+                except OSError:  # the child closed the terminal
+                    break
+        _, status = os.waitpid(pid, 0)
+        pid = 0  # reaped: nothing to kill
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        os.close(fd)
+        if pid:  # a failed check left the app running
+            with contextlib.suppress(ChildProcessError, ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)

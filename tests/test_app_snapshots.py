@@ -49,7 +49,10 @@ def test_cases_screen_light_theme_with_a_bad_override(
     assert snap_compare(app, terminal_size=size, run_before=before)
 
 
-def test_hosts_screen(snap_compare, tmp_path: Path, size: tuple[int, int]) -> None:
+def test_hosts_screen(
+    snap_compare, tmp_path: Path, size: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the subtitle names the inventory relative to it
     app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
 
     async def before(pilot: Pilot) -> None:

@@ -13,7 +13,7 @@ from importlib import metadata
 from pathlib import Path
 
 from tui import catalog
-from tui.errors import CatalogError, UsageError, UserInputError
+from tui.errors import CatalogError, InventoryError, UsageError, UserInputError
 from tui.paths import DEFAULT_INVENTORY, default_data_root, default_results_dir, store_path
 from tui.record import RUN_ID, STATUSES, RunRecord, utc_iso
 from tui.store import ResultStore, interrupted_line, mark_interrupted
@@ -21,13 +21,24 @@ from tui.tables import FORMATS, config_env_text, peak_text, render
 from tui.term import printable
 
 MAX_DAYS = 36525  # --older-than: a century; past it, no run is that old
+# Options of a headless run that the app does not take (option -> argparse dest).
+BATCH_ONLY = {
+    "--case": "case",
+    "--config": "config",
+    "--set": "set",
+    "--repeat": "repeat",
+    "--format": "format",
+    "--wait": "wait",
+    "--no-judge": "no_judge",
+}
 SUBCOMMANDS = ("cases", "prepare", "results", "report", "cleanup", "peak", "serve", "new-case")
 
 
 def _main_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fleetperf",
-        description="Benchmark AI accelerators: launch cases on a fleet, watch them, keep results.",
+        description="Benchmark AI accelerators: launch cases on a fleet, watch them, keep"
+        " results. Without --batch: the terminal app on the inventory given (-i).",
         epilog="subcommands: fleetperf cases | prepare CASE [--synthetic] | results [RUN_ID]",
     )
     p.add_argument("--batch", action="store_true", help="run headless (no terminal app)")
@@ -358,6 +369,28 @@ def _app(name: str, *args: object) -> int:
     return int(getattr(app, name)(*args) or 0)
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """A command line (not ``fleet``, tui/localfleet.py's) as main reads it: a subcommand,
+    ``--batch`` and its options, or the app with -i, --results and --data-root only.
+    argparse's exit 2 with one line for what it refuses."""
+    if argv and argv[0] in SUBCOMMANDS:
+        return _sub_parser().parse_args(argv)
+    parser = _main_parser()
+    args = parser.parse_args(argv)
+    if not args.batch:
+        given = [
+            option
+            for option, dest in BATCH_ONLY.items()
+            if getattr(args, dest) != parser.get_default(dest)
+        ]
+        if given:
+            parser.error(
+                f"{given[0]} needs --batch (the app picks cases, configs and overrides"
+                " on its Cases screen; it takes -i, --results and --data-root)"
+            )
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -365,8 +398,12 @@ def main(argv: list[str] | None = None) -> int:
             from tui.localfleet import main as fleet_main
 
             return fleet_main(argv[1:])
+        if argv and argv[0] == "provision":  # provision.yml, told per host and role
+            from tui.provision import main as provision_main
+
+            return provision_main(argv[1:])
         if argv and argv[0] in SUBCOMMANDS:
-            args = _sub_parser().parse_args(argv)
+            args = parse_args(argv)
             if args.command == "cases":
                 return cmd_cases()
             if args.command == "prepare":
@@ -389,11 +426,18 @@ def main(argv: list[str] | None = None) -> int:
                     (args.data_root or default_data_root()).resolve(),
                 )
             return cmd_results(args, args.results or default_results_dir())
-        if not argv:
-            return _app("main")
-        args = _main_parser().parse_args(argv)
-        if not args.batch:
-            _main_parser().error("run headless with --batch, or give no arguments for the app")
+        args = parse_args(argv)
+        if not args.batch:  # the app, on the inventory, results and data root given
+            inventory = (args.inventory or DEFAULT_INVENTORY).resolve()
+            if not inventory.is_file():  # refused here, not on the Hosts screen
+                raise InventoryError(f"inventory {inventory}: no such file")
+            return _app(
+                "main",
+                False,
+                inventory,
+                (args.results or default_results_dir()).resolve(),
+                (args.data_root or default_data_root()).resolve(),
+            )
         from tui.batch import BatchArgs, run_batch
 
         return run_batch(

@@ -3,17 +3,25 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 
-def main(read_only: bool = False) -> int:
-    """Run the app in this terminal on the default inventory, results and data;
-    ``read_only``: as served in a browser (no provisioning, no chosen export path)."""
+
+def main(
+    read_only: bool = False,
+    inventory: Path | None = None,
+    results_dir: Path | None = None,
+    data_root: Path | None = None,
+) -> int:
+    """Run the app in this terminal on the inventory, results and data root given (the
+    defaults where None); ``read_only``: as served in a browser (no provisioning, no
+    chosen export path)."""
     from tui.app.app import AppConfig, FleetperfApp
     from tui.paths import DEFAULT_INVENTORY, default_data_root, default_results_dir
 
     config = AppConfig(
-        inventory=DEFAULT_INVENTORY.resolve(),
-        results_dir=default_results_dir().resolve(),
-        data_root=default_data_root().resolve(),
+        inventory=(inventory or DEFAULT_INVENTORY).resolve(),
+        results_dir=(results_dir or default_results_dir()).resolve(),
+        data_root=(data_root or default_data_root()).resolve(),
         read_only=read_only,
     )
     return FleetperfApp(config).run() or 0

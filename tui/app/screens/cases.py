@@ -32,8 +32,9 @@ class CasesScreen(Screen[None]):
         "Cases and their vendor configs. Space marks a config (on a case: all of its"
         " configs); the detail pane shows the highlighted one resolved with your"
         " overrides. Overrides are KEY=VALUE pairs separated by spaces, checked as"
-        " --set is in batch mode. Launch runs every marked config (or the highlighted"
-        " one) on the inventory's hosts."
+        " --set is in batch mode. Launch (l, or enter in the overrides field) runs every"
+        " marked config (or the highlighted one) on the inventory's hosts; enter on the"
+        " tree folds a case."
     )
     BINDINGS = [
         Binding("l", "launch", "Launch", id="cases.launch"),

@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Label, ListItem, ListView, Log
+from textual.widgets import Footer, Header, Label, ListItem, ListView, RichLog
 
 from tui.app.feed import HostRow, RunView
 from tui.app.safe import literal
@@ -17,7 +17,6 @@ from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.widgets.charts import Chart, RunProgress
 from tui.app.widgets.hosttable import HostTable
 from tui.references import rate_references
-from tui.term import printable
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
@@ -73,7 +72,8 @@ class DashboardScreen(Screen[None]):
                 yield Chart("throughput", "samples/s", id="chart-throughput")
                 yield Chart("loss", "loss", id="chart-loss")
                 yield Chart("memory", "mem GiB", id="chart-memory")
-            yield Log(max_lines=500, id="run-log")
+            # Wrapped: a log line (the results hint, a host's reason) is read whole.
+            yield RichLog(max_lines=500, wrap=True, id="run-log")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -99,7 +99,7 @@ class DashboardScreen(Screen[None]):
             if run_id == self.selected:
                 table.put(row.host, _cells(row))  # repaints the row if its text changed
         for line in logs.get(self.selected, []):
-            self.query_one(Log).write_line(printable(line))
+            self.query_one(RichLog).write(literal(line))
         if self.selected in runs:
             self._show_status(feed.snapshot(self.selected))
         self._show_note()
@@ -136,9 +136,10 @@ class DashboardScreen(Screen[None]):
         table.clear()
         for host in view.hosts:
             table.put(host, _cells(view.rows[host]))
-        log = self.query_one(Log)
+        log = self.query_one(RichLog)
         log.clear()
-        log.write_lines([printable(line) for line in view.log])
+        for line in view.log:
+            log.write(literal(line))
         self._show_status(view)
         self._show_note()
         self._draw_charts()
@@ -192,7 +193,7 @@ class DashboardScreen(Screen[None]):
         self._draw_charts()
 
     def action_toggle_log(self) -> None:
-        log = self.query_one(Log)
+        log = self.query_one(RichLog)
         log.display = not log.display
 
     def action_cancel_run(self) -> None:

@@ -53,8 +53,13 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         lines = [f"[b]{self.under.title or 'fleetperf'}[/b]", self.about, "", "[b]Keys[/b]"]
         seen = set()
-        for active in self.under.active_bindings.values():
-            b = active.binding
+        # The app's and the screen's own keys (they carry an id) before the focused
+        # widget's generic ones (a tree's twenty folding keys).
+        bindings = sorted(
+            (active.binding for active in self.under.active_bindings.values()),
+            key=lambda b: b.id is None,
+        )
+        for b in bindings:
             if not b.description or (b.action, b.description) in seen:
                 continue
             seen.add((b.action, b.description))

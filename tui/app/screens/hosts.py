@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.text import Text
@@ -66,7 +67,7 @@ class HostsScreen(Screen[None]):
         for name in TASK_COLUMNS:
             tasks.add_column(name, key=name)
         self.query_one(Tree).show_root = False
-        self.sub_title = printable(self.app.config.inventory.name)
+        self.sub_title = printable(f"inventory {shown_path(self.app.config.inventory)}")
         self.load()
 
     @work(thread=True, exclusive=True, group="inventory")
@@ -242,3 +243,10 @@ class HostsScreen(Screen[None]):
         else:
             self.notify(summary)
             self.action_preflight()
+
+
+def shown_path(path: Path) -> str:
+    """The inventory as the operator would name it: relative to the working directory when
+    inside it (inventory/examples/nvidia.yml), else whole (fleetperf -i)."""
+    cwd = Path.cwd()
+    return str(path.relative_to(cwd) if path.is_relative_to(cwd) else path)
