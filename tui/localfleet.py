@@ -585,8 +585,8 @@ def down(workdir: Path) -> int:
     return count
 
 
-def main(argv: list[str]) -> int:
-    """``fleetperf fleet up N [--dir DIR]`` and ``fleetperf fleet down [--dir DIR]``."""
+def parser() -> argparse.ArgumentParser:
+    """``fleetperf fleet``'s arguments (tests/test_docs_commands.py parses the docs with it)."""
     p = argparse.ArgumentParser(prog="fleetperf fleet", description="SSH hosts on this machine")
     sub = p.add_subparsers(dest="action", required=True)
     p_up = sub.add_parser("up", help="bring up N hosts and write an inventory for them")
@@ -597,7 +597,12 @@ def main(argv: list[str]) -> int:
     p_down = sub.add_parser("down", help="stop the hosts and remove what up made")
     for q in (p_up, p_down):
         q.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"default {DEFAULT_DIR}")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    """``fleetperf fleet up N [--dir DIR]`` and ``fleetperf fleet down [--dir DIR]``."""
+    args = parser().parse_args(argv)
     workdir = args.dir.resolve()
     reason = available()
     if reason:
