@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +125,8 @@ class TaskEvent:
     host: str
     task: str
     status: str  # ok, changed, failed, skipped, unreachable
+    role: str = ""  # "" for a task outside a role
+    result: dict[str, Any] = field(default_factory=dict)  # the module's result (msg, diff)
 
 
 def provision(
@@ -142,9 +144,12 @@ def provision(
         data = ev.get("event_data") or {}
         status = kind[len("runner_on_") :]
         if kind.startswith("runner_on_") and data.get("host") and status in TASK_STATUSES:
-            if status == "ok" and (data.get("res") or {}).get("changed"):
+            res = data.get("res") or {}
+            if status == "ok" and res.get("changed"):
                 status = "changed"
-            on_task(TaskEvent(data["host"], data.get("task", ""), status))
+            on_task(
+                TaskEvent(data["host"], data.get("task", ""), status, data.get("role", ""), res)
+            )
         if kind == "playbook_on_stats":
             for key in ("ok", "changed", "failures", "skipped", "dark"):
                 for host, n in (data.get(key) or {}).items():
