@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import pytest
 
-from tui import cli, localfleet
+from tui import cli, localfleet, provision
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -117,7 +117,8 @@ def refusal(argv: list[str]) -> str | None:
     """What the real parser says about ``fleetperf ARGV``, or None when it takes it."""
     if argv == ["--help"] or argv == ["--version"]:
         return None  # they print and exit 0: run below
-    parse = (lambda: localfleet.parser().parse_args(argv[1:])) if argv[:1] == ["fleet"] else None
+    own = {"fleet": localfleet.parser, "provision": provision.parser}.get(argv[0] if argv else "")
+    parse = (lambda: own().parse_args(argv[1:])) if own else None
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):

@@ -23,7 +23,7 @@ from tui.paths import DEFAULT_INVENTORY
 from tui.term import printable
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fleetperf provision",
         description="Run provision.yml on the hosts of the inventory's vendor groups and say"
@@ -169,7 +169,7 @@ def provision(inventory: Path, limit: str | None, check: bool) -> int:
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     inventory = (args.inventory or DEFAULT_INVENTORY).resolve()
     try:
         return provision(inventory, args.limit, args.check)
