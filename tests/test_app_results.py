@@ -19,7 +19,8 @@ from tui.tables import render
 def test_compare_flags_a_change_outside_the_earlier_spread() -> None:
     records = {r.run_id: r for r in history()}
     same_config = [r for r in records.values() if r.config == "A100x1x8"]
-    rows = {c.metric.name: c for c in compare(records["run-3"], records["run-new"], same_config)}
+    compared = compare(records["run-3"], records["run-new"], same_config)
+    rows = {c.metric.name: c for c in compared.changes}
     p_whole = rows["p_whole"]
     assert (p_whole.before, p_whole.after) == (1760.0, 1500.0)
     assert p_whole.change == (1500.0 - 1760.0) / 1760.0
@@ -30,7 +31,28 @@ def test_compare_flags_a_change_outside_the_earlier_spread() -> None:
     assert rows["e2e_time"].outside and rows["e2e_time"].better is False  # slower
     # Too few earlier runs: no spread, nothing flagged.
     few = compare(records["run-0"], records["run-1"], same_config)
-    assert all(c.spread is None and not c.outside for c in few)
+    assert all(c.spread is None and not c.outside for c in few.changes)
+
+
+def test_compare_names_other_hyperparameters_and_leaves_loaded_hosts_out() -> None:
+    """Issue 29 point 6: a max_samples=800 run beside a 3200-sample one was compared without
+    a word, and the earlier spread took in a run on a loaded host."""
+    records = {r.run_id: r.model_copy(update={"hp": {"max_samples": 3200}}) for r in history()}
+    short = records["run-3"].model_copy(update={"hp": {"max_samples": 800}})
+    loaded = records["run-2"].model_copy(
+        update={"run_id": "run-busy", "load_per_cpu": 1.5, "metrics": {"p_whole": 900.0}}
+    )
+    earlier = [r for r in records.values() if r.run_id != "run-3"] + [short, loaded]
+    compared = compare(short, records["run-new"], earlier)
+    assert compared.differs == ["max_samples 800 -> 3200"]
+    assert compared.load_apart == "1 comparable run(s) on a loaded host left out"
+    assert compared.spread_runs == 3  # run-0..2: run-3 is now the 800-sample run
+    p_whole = next(c for c in compared.changes if c.metric.name == "p_whole")
+    assert p_whole.spread == (1700.0, 1740.0) and p_whole.outside  # 900 not in it
+    same = compare(records["run-2"], records["run-new"], earlier)
+    assert same.differs == []  # like for like: nothing said
+    busy = compare(loaded, records["run-new"], earlier)
+    assert busy.differs == ["host loaded (load 1.5 per CPU) -> quiet"]
 
 
 def test_history_filters_compare_and_export(tmp_path: Path) -> None:
@@ -62,6 +84,9 @@ def test_history_filters_compare_and_export(tmp_path: Path) -> None:
             assert "-14.8%" in text  # p_whole 1760 -> 1500
             (p_whole,) = [ln for ln in text.splitlines() if "p_whole (" in ln]
             assert "1700.0..1760.0" in p_whole and "! outside" in p_whole
+            # run-new set train_batch_size 96, run-3 left it at its default: said so.
+            assert "not like for like: train_batch_size (default) -> 96" in text
+            assert "earlier spread: 4 comparable passed run(s) of the newer run" in text
             # Export the two marked runs in each format.
             for fmt in ("md", "csv", "json"):
                 await pilot.press("e")

@@ -121,6 +121,27 @@ def test_history_is_same_case_config_hp_accelerator_and_data_passed_only() -> No
     assert [r.run_id for r in history] == [_record(10 + i, spec).run_id for i in range(2, 12)]
 
 
+def test_history_leaves_runs_on_a_loaded_host_out_and_says_so() -> None:
+    """Issue 29 point 6: a run the tables mark "loaded host" no longer widens a quiet run's
+    band (loaded and quiet hosts are histories apart), and the verdict says so."""
+    spec = _spec()
+    new = _record(100, spec, p_core=240.0)  # under the quiet band (>= 248.2)
+    quiet = [_record(i, spec, p_core=290.0 + i) for i in range(1, 4)]
+    busy = _record(5, spec, p_core=120.0).model_copy(update={"load_per_cpu": 1.2})
+    assert history_of(new, [*quiet, busy]) == quiet
+    verdict = verdict_for(new, spec, [*quiet, busy])
+    (check,) = [c for c in verdict.checks if (c.metric, c.source) == ("p_core", "history")]
+    assert "of 3 earlier passed run(s)" in check.basis and check.flagged
+    assert "history: 1 comparable run(s) on a loaded host left out" in verdict.notes
+    assert not any("loaded" in n for n in verdict_for(new, spec, quiet).notes)
+    # A run on a loaded host is judged against loaded-host runs only.
+    busy_new = new.model_copy(update={"load_per_cpu": 2.0})
+    assert history_of(busy_new, [*quiet, busy]) == [busy]
+    assert "history: 3 comparable run(s) on a quiet host left out" in (
+        verdict_for(busy_new, spec, [*quiet, busy]).notes
+    )
+
+
 # -- references -----------------------------------------------------------------------
 
 

@@ -248,6 +248,11 @@ class RunRecord(BaseModel):
             self.columns = list(INFER_COLUMNS if inference else TRAIN_COLUMNS)
         return self
 
+    @property
+    def loaded(self) -> bool:
+        """Its hosts were busy with other work at the launch: its numbers measure that too."""
+        return self.load_per_cpu is not None and self.load_per_cpu >= LOADED
+
     def registry(self) -> dict[str, Metric]:
         return metric_registry(self.case_metrics)
 

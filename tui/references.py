@@ -197,7 +197,24 @@ def comparable_key(record: RunRecord) -> tuple[Any, ...]:
 
 
 def history_of(record: RunRecord, earlier: Iterable[RunRecord]) -> list[RunRecord]:
-    """The passed runs ``record`` is compared with, oldest first (the newest HISTORY_RUNS)."""
+    """The passed runs ``record`` is compared with, oldest first (the newest HISTORY_RUNS).
+    Runs on a loaded host and on a quiet one are histories apart: a loaded host's numbers
+    measure its other work too (on a host always loaded, its runs still judge each other)."""
+    runs = comparable_before(record, earlier)
+    return [r for r in runs if r.loaded == record.loaded][-HISTORY_RUNS:]
+
+
+def load_apart(record: RunRecord, earlier: Iterable[RunRecord]) -> str:
+    """'2 comparable run(s) on a loaded host left out' (or a quiet host, for a loaded
+    run): what history_of kept apart; '' when nothing."""
+    apart = sum(r.loaded != record.loaded for r in comparable_before(record, earlier))
+    host = "quiet" if record.loaded else "loaded"
+    return f"{apart} comparable run(s) on a {host} host left out" if apart else ""
+
+
+def comparable_before(record: RunRecord, earlier: Iterable[RunRecord]) -> list[RunRecord]:
+    """Every passed run before ``record`` with its comparable_key, oldest first, whatever
+    its host's load (history_of keeps loaded and quiet hosts apart)."""
     key = comparable_key(record)
     runs = [
         r
@@ -208,7 +225,7 @@ def history_of(record: RunRecord, earlier: Iterable[RunRecord]) -> list[RunRecor
         and comparable_key(r) == key
     ]
     runs.sort(key=lambda r: (r.started, r.run_id))
-    return runs[-HISTORY_RUNS:]
+    return runs
 
 
 def history_checks(record: RunRecord, history: list[RunRecord]) -> tuple[list[Check], list[str]]:
@@ -300,8 +317,12 @@ def reference_checks(
 
 def verdict_for(record: RunRecord, spec: RunSpec, earlier: Iterable[RunRecord]) -> Verdict:
     """``record`` against its config's references and its history among ``earlier``."""
+    earlier = list(earlier)
     ref_checks, ref_notes = reference_checks(record, spec, spec.config.references)
     hist_checks, hist_notes = history_checks(record, history_of(record, earlier))
+    apart = load_apart(record, earlier)
+    if apart:
+        hist_notes.append(f"history: {apart}")
     return Verdict(checks=ref_checks + hist_checks, notes=ref_notes + hist_notes)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from harness.metrics import Metric
 
-from tui.record import LOADED, METRIC_KEYS, QUALIFIED, RunRecord, column_key
+from tui.record import METRIC_KEYS, QUALIFIED, RunRecord, column_key
 
 FORMATS = ("md", "csv", "json")
 
@@ -131,7 +131,7 @@ def case_table(runs: list[RunRecord], ids: bool) -> tuple[list[str], list[list[s
         metrics.update(run.registry())
     # A failed/aborted run keeps its partial numbers, so the table must say it did not pass;
     # a run on a busy host or on synthetic data is not silently mixed with the others.
-    show_status = any(r.status != "passed" or _loaded(r) or r.synthetic_data for r in runs)
+    show_status = any(r.status != "passed" or r.loaded or r.synthetic_data for r in runs)
     header = [
         *(["run", "date"] if ids else []),
         "配置",
@@ -281,15 +281,11 @@ def _tokens(value: float) -> str:
 _SEED_STYLE = {"loss": _loss, "tokens_per_s_per_device": _tokens}
 
 
-def _loaded(run: RunRecord) -> bool:
-    return run.load_per_cpu is not None and run.load_per_cpu >= LOADED
-
-
 def _status_cell(run: RunRecord) -> str:
     cell = run.status
     if run.status != "passed" and run.error:
         cell += ": " + (run.error if len(run.error) <= 80 else run.error[:79] + "…")
-    if _loaded(run):
+    if run.loaded:
         cell += f" (loaded host: load {run.load_per_cpu:g} per CPU at start)"
     if run.synthetic_data:
         cell += " (synthetic data: fleetperf prepare --synthetic)"

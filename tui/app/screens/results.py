@@ -39,8 +39,10 @@ class ResultsScreen(Screen[None]):
         " config. Space marks runs. The lower pane shows the seeds' table of the marked"
         " runs (all shown runs if none is marked); with two marked, Compare shows them"
         " side by side with the change of each metric, flagged (!) when the newer value"
-        " lies outside the spread (min..max) of earlier passed runs of that case and"
-        " config. Export writes markdown, CSV or JSON."
+        " lies outside the spread (min..max) of the earlier passed runs it is comparable"
+        " with (case, config, hyperparameters, accelerator, data; loaded and quiet hosts"
+        " apart); what else separates the two runs is named above the table."
+        " Export writes markdown, CSV or JSON."
     )
     BINDINGS = [
         Binding("space", "toggle", "Mark", id="results.mark"),
@@ -206,12 +208,7 @@ class ResultsScreen(Screen[None]):
             view.update("No runs match.")
         elif self.mode == "compare" and len(self.marked) == 2:
             before, after = selection
-            history = [
-                r
-                for r in self.records
-                if (r.case, r.vendor, r.config) == (after.case, after.vendor, after.config)
-            ]
-            table = _compare_table(before, after, history)
+            table = _compare_table(before, after, self.records)
             view.update(Group(table, _verdict_table(after)) if after.verdict else table)
         else:
             flagged = [r for r in selection if r.verdict and r.verdict.flagged]
@@ -318,18 +315,30 @@ def _metric(record: RunRecord, key: str, fmt: str) -> str:
 
 
 def _compare_table(before: RunRecord, after: RunRecord, history: list[RunRecord]) -> Table:
+    comparison = compare(before, after, history)
+    title = literal(
+        f"{after.case}: {before.vendor}/{before.config} {before.run_id}  vs  "
+        f"{after.vendor}/{after.config} {after.run_id}",
+        style="table.title",  # what Rich gives a str title
+    )
+    if comparison.differs:  # never compared as like for like without a word
+        title.append(
+            literal(f"\nnot like for like: {'; '.join(comparison.differs)}", style="bold yellow")
+        )
+    apart = comparison.load_apart
     table = Table(
-        title=literal(
-            f"{after.case}: {before.vendor}/{before.config} {before.run_id}  vs  "
-            f"{after.vendor}/{after.config} {after.run_id}",
-            style="table.title",  # what Rich gives a str title
-        ),
+        title=title,
         title_justify="left",
+        caption=literal(
+            f"earlier spread: {comparison.spread_runs} comparable passed run(s) of the newer"
+            " run" + (f"; {apart}" if apart else "")
+        ),
+        caption_justify="left",
         expand=True,
     )
     for name in ("metric", "before", "after", "change", "earlier spread", ""):
         table.add_column(name, justify="left" if name in ("metric", "") else "right")
-    for row in compare(before, after, history):
+    for row in comparison.changes:
         m = row.metric
         change = "-" if row.change is None else f"{row.change * 100:+.1f}%"
         style = {True: "green", False: "red", None: ""}[row.better]
