@@ -90,7 +90,7 @@ def what_changed(host: str, result: dict[str, Any]) -> str:
         return ", ".join(i for i in items if i)
     msg = result.get("msg")
     if isinstance(msg, str) and msg.strip():
-        return msg.strip().removeprefix(f"{host}: ")
+        return " ".join(msg.split()).removeprefix(f"{host}: ")  # one line per change
     diffs = result.get("diff")
     diffs = [diffs] if isinstance(diffs, dict) else diffs if isinstance(diffs, list) else []
     paths = [p for d in diffs if isinstance(d, dict) and (p := _file_change(d))]
@@ -119,6 +119,9 @@ def collect(outcomes: dict[str, Outcome], ev: hostcheck.TaskEvent) -> None:
         outcome.changes.setdefault(ev.role or "(play)", []).append(line)
     elif ev.status in ("failed", "unreachable"):
         msg = " ".join(str(ev.result.get("msg") or "no message").split())
+        stderr = str(ev.result.get("stderr") or "").strip().splitlines()
+        if stderr:  # a command's "non-zero return code" says no more
+            msg += f" ({stderr[-1].strip()})"
         if ev.status == "unreachable":
             outcome.failure = f"unreachable: {explain_unreachable(ev.host, msg)}"
         else:
@@ -131,12 +134,12 @@ def summary(hosts: list[str], outcomes: dict[str, Outcome], check: bool) -> list
     for host in hosts:
         outcome = outcomes.get(host, Outcome())
         count = sum(len(c) for c in outcome.changes.values())
-        made = "to make" if check else "made"
-        head = f"{host}: {count} change(s) {made}" if count else f"{host}: nothing to change"
-        if outcome.changes:
-            head += f", in {len(outcome.changes)} role(s)"
-        if outcome.failure:
-            head += f"; then {outcome.failure}"
+        made, none = ("to make", "nothing to change") if check else ("made", "nothing changed")
+        if count:
+            head = f"{host}: {count} change(s) {made}, in {len(outcome.changes)} role(s)"
+            head += f"; then {outcome.failure}" if outcome.failure else ""
+        else:
+            head = f"{host}: {outcome.failure or none}"
         lines.append(head)
         for role, changes in outcome.changes.items():
             lines.append(f"  {role}: {len(changes)} change(s)")
