@@ -141,6 +141,7 @@ def test_csv_parses_back() -> None:
         "vendor",
         "config",
         "status",
+        "smoke",
         "started",
         "precision",
         "fix_hp",

@@ -38,6 +38,7 @@ class BatchArgs:
     fmt: str
     wait_s: float = 0.0
     judge: bool = True  # --no-judge: no verdicts, no exit 3
+    smoke: bool = False  # --smoke: each case's short run (case.yaml smoke:), not judged
 
 
 def pair_cases(cases: list[str], configs: list[str]) -> list[tuple[str, str]]:
@@ -152,7 +153,7 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
         for record in session.interrupted:
             print(printable(interrupted_line(record)), file=err)
         try:
-            plans = session.plan(pairs, sets, args.repeat)
+            plans = session.plan(pairs, sets, args.repeat, args.smoke)
         except UserInputError as exc:
             print(printable(f"fleetperf: error: {exc}"), file=err)
             return EXIT_BAD_INPUT

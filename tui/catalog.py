@@ -124,6 +124,24 @@ class Bounds(_Strict):
     max: float | None = None
 
 
+class Measured(_Strict):
+    """How long a case's smoke and full runs took on one config here (README's table)."""
+
+    config: str
+    smoke_s: PositiveFloat
+    full_s: PositiveFloat
+    cores: PositiveInt  # the host's CPUs
+    load: float = Field(ge=0)  # its 1-minute load average while they ran (other work)
+
+
+class Smoke(_Strict):
+    """case.yaml ``smoke:``: the overrides of ``--smoke`` (a short run of the whole pipeline,
+    no target, not judged; docs/record.md) and how long it took here."""
+
+    hp: dict[str, Any]
+    measured: Measured | None = None
+
+
 class CaseSpec(_Strict):
     """A case as declared by ``cases/<case>/case.yaml``."""
 
@@ -154,6 +172,7 @@ class CaseSpec(_Strict):
     bounds: dict[str, Bounds] = Field(default_factory=dict)
     # Allowed values of string keys; the workload checks config.json the same way (harness.case).
     choices: dict[str, list[str]] = Field(default_factory=dict)
+    smoke: Smoke | None = None
     dir: Path
 
 
@@ -210,6 +229,7 @@ class RunSpec(_Strict):
     config: VendorConfig
     hp: dict[str, Any]
     fix_hp: dict[str, Any]
+    smoke: bool = False  # --smoke: case.yaml's smoke.hp applied; no target, not judged
 
     @property
     def precision(self) -> str:
@@ -292,6 +312,13 @@ def load_case(name: str, cases_dir: Path = CASES_DIR) -> CaseSpec:
         if default not in allowed:
             where = f"{_rel(path)}: choices.{key}"
             raise CatalogError(f"{where}: its default {default!r} is not listed")
+    if case.smoke is not None:  # checked as --set would be: --smoke never fails later
+        _check_overrides(case, _rel(path), "smoke.hp", case.smoke.hp)
+        measured = case.smoke.measured
+        if measured is not None and measured.config not in config_refs(case):
+            near = did_you_mean(measured.config, config_refs(case))
+            where = f"{_rel(path)}: smoke.measured.config"
+            raise CatalogError(f"{where}: no config {measured.config!r}{near}")
     return case
 
 
@@ -409,15 +436,28 @@ def parse_sets(pairs: list[str]) -> dict[str, Any]:
     return out
 
 
-def resolve(case: CaseSpec, config: VendorConfig, sets: dict[str, Any] | None = None) -> RunSpec:
+def resolve(
+    case: CaseSpec, config: VendorConfig, sets: dict[str, Any] | None = None, smoke: bool = False
+) -> RunSpec:
+    """The run's hyperparameters: case defaults < vendor config < case.yaml's smoke.hp (with
+    ``smoke``) < ``--set``, so an operator can still change a smoke run's budget."""
     sets = sets or {}
     _check_overrides(case, "--set", "", sets)
-    hp = {**case.defaults, **config.overrides, **sets}
+    hp = {**case.defaults, **config.overrides, **smoke_hp(case, smoke), **sets}
     problem = precision_problem(config.vendor, str(hp.get("precision", "fp32")), config.chip)
     if problem:  # refused here, not after a launch that fails inside the workload
         raise CatalogError(f"{case.name} {config.ref}: {problem}")
     fix_hp = {k: v for k, v in hp.items() if v != case.defaults[k]}
-    return RunSpec(case=case, config=config, hp=hp, fix_hp=fix_hp)
+    return RunSpec(case=case, config=config, hp=hp, fix_hp=fix_hp, smoke=smoke)
+
+
+def smoke_hp(case: CaseSpec, smoke: bool) -> dict[str, Any]:
+    """case.yaml's smoke overrides when ``smoke``; CatalogError for a case that has none."""
+    if not smoke:
+        return {}
+    if case.smoke is None:
+        raise CatalogError(f"--smoke: case {case.name} declares no smoke run (case.yaml smoke:)")
+    return case.smoke.hp
 
 
 def _check_overrides(case: CaseSpec, where: str, prefix: str, overrides: dict[str, Any]) -> None:

@@ -30,6 +30,7 @@ BATCH_ONLY = {
     "--format": "format",
     "--wait": "wait",
     "--no-judge": "no_judge",
+    "--smoke": "smoke",
 }
 SUBCOMMANDS = ("cases", "prepare", "results", "report", "cleanup", "peak", "serve", "new-case")
 
@@ -65,6 +66,12 @@ def _main_parser() -> argparse.ArgumentParser:
         "--no-judge",
         action="store_true",
         help="no verdicts against references and history, so no exit 3 (docs/references.md)",
+    )
+    p.add_argument(
+        "--smoke",
+        action="store_true",
+        help="each case's short run (about a minute on CPU; `fleetperf cases`): checks the"
+        " whole pipeline, no target, not judged",
     )
     p.add_argument("--version", action="version", version=f"fleetperf {version()}")
     return p
@@ -149,9 +156,27 @@ def cmd_cases() -> int:
     for name in catalog.case_names():
         case = catalog.load_case(name)
         print(f"{name}  ({case.model}, {case.dataset}, {case.kind})")
+        print(f"    {smoke_text(case)}")
         for ref in catalog.config_refs(case):
             print(f"    {ref}")
     return 0
+
+
+def smoke_text(case: catalog.CaseSpec) -> str:
+    """How long the case's --smoke and full runs took here, as its case.yaml records."""
+    if case.smoke is None:
+        return "no --smoke run declared"
+    took = case.smoke.measured
+    if took is None:
+        return "--smoke: not timed yet"
+    return (
+        f"--smoke {_duration(took.smoke_s)}, full run {_duration(took.full_s)} on {took.config}"
+        f" (measured on a {took.cores}-CPU host at load {took.load:g})"
+    )
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def cmd_prepare(case_name: str, synthetic: bool, data_root: Path, src: Path | None) -> int:
@@ -452,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
                 fmt=args.format,
                 wait_s=args.wait,
                 judge=not args.no_judge,
+                smoke=args.smoke,
             )
         )
     except UserInputError as exc:

@@ -166,6 +166,7 @@ class Launch:
             "precision": spec.precision,
             "hp": spec.hp,
             "fix_hp": spec.fix_hp,
+            "smoke": spec.smoke,  # no target: the harness passes a finite loss
         }
 
     def extravars(self) -> dict[str, Any]:

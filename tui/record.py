@@ -168,6 +168,9 @@ class RunRecord(BaseModel):
     # Whether the data and checkpoint were `fleetperf prepare --synthetic`'s (on any host);
     # None where the data was staged without fleetperf prepare. Tables flag synthetic runs.
     synthetic_data: bool | None = None
+    # --smoke: the case's short run (case.yaml smoke:), passed on a finite loss; no target,
+    # never judged nor in another run's history (docs/record.md). Tables mark it.
+    smoke: bool = False
     case_metrics: list[CaseMetric] = Field(default_factory=list)
     # A passed run against its references and history (docs/references.md); None: not
     # judged (not passed, or --no-judge).

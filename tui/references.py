@@ -220,6 +220,7 @@ def comparable_before(record: RunRecord, earlier: Iterable[RunRecord]) -> list[R
         r
         for r in earlier
         if r.status == "passed"
+        and not r.smoke  # a smoke run's numbers are not a full run's
         and r.run_id != record.run_id
         and (r.started, r.run_id) < (record.started, record.run_id)
         and comparable_key(r) == key
@@ -328,8 +329,8 @@ def verdict_for(record: RunRecord, spec: RunSpec, earlier: Iterable[RunRecord]) 
 
 def judge(record: RunRecord, spec: RunSpec, store: ResultStore) -> RunRecord:
     """The record with its verdict against the store's runs of its case; a run that did
-    not pass is not judged (verdict None)."""
-    if record.status != "passed":
+    not pass, or a smoke run (a short budget), is not judged (verdict None)."""
+    if record.status != "passed" or record.smoke:
         return record
     verdict = verdict_for(record, spec, store.list(case=record.case))
     return record.model_copy(update={"verdict": verdict})

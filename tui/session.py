@@ -255,9 +255,14 @@ class Session:
         self.store.close()
 
     def plan(
-        self, pairs: list[tuple[str, str]], sets: dict | None = None, repeat: int = 1
+        self,
+        pairs: list[tuple[str, str]],
+        sets: dict | None = None,
+        repeat: int = 1,
+        smoke: bool = False,
     ) -> list[RunPlan]:
-        """Every case x config resolved and given hosts; CatalogError (one line) on bad input."""
+        """Every case x config resolved (``smoke``: each case's smoke run) and given hosts;
+        CatalogError (one line) on bad input."""
         if repeat < 1:
             raise UsageError(f"--repeat {repeat}: must be at least 1")
         fleet.host_file_limits()  # a bad FLEETPERF_MAX_*_MIB: refused before any launch
@@ -265,7 +270,7 @@ class Session:
         for case_name, ref in pairs:
             case = catalog.load_case(case_name, self.cases_dir)
             # resolve refuses a precision the vendor or chip cannot run, before any launch
-            specs.append(catalog.resolve(case, catalog.load_config(case, ref), sets))
+            specs.append(catalog.resolve(case, catalog.load_config(case, ref), sets, smoke))
         if self._inventory is None:
             self._inventory = load_inventory(self.inventory)
         used: dict[str, int] = {}
@@ -415,6 +420,7 @@ class Session:
             precision=spec.precision,
             fix_hp=spec.seed_fix_hp,
             hp=spec.hp,
+            smoke=spec.smoke,
             config_env=spec.config.env,
             executor=str(executor),
             # The tag the docker hosts' preflight insisted on; the ids that ran come at the end.

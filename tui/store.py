@@ -21,7 +21,7 @@ from tui import liveness, safefile
 from tui.errors import StoreError
 from tui.record import RunRecord
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 BUSY_TIMEOUT_S = 60.0  # how long one controller waits for another's write
 RESOLVE_SHOWN = 5  # an ambiguous run id: the matches named in the refusal
 
@@ -51,6 +51,7 @@ _RUNS = """CREATE TABLE runs (
     slurm          TEXT NOT NULL DEFAULT 'null',  -- JSON object or null (executor slurm)
     load_per_cpu   REAL,
     synthetic_data INTEGER,  -- 1, 0, or NULL: not known
+    smoke          INTEGER NOT NULL DEFAULT 0,  -- 1: a --smoke run (not judged)
     case_metrics   TEXT NOT NULL,  -- JSON list of metric definitions
     report_columns TEXT NOT NULL,  -- JSON list
     short_names    TEXT NOT NULL,  -- JSON object
@@ -218,6 +219,8 @@ class ResultStore:
                     conn.execute(
                         "ALTER TABLE runs ADD COLUMN config_env TEXT NOT NULL DEFAULT '{}'"
                     )
+                if version <= 8 and "smoke" not in columns:  # --smoke runs
+                    conn.execute("ALTER TABLE runs ADD COLUMN smoke INTEGER NOT NULL DEFAULT 0")
             for statement in _INDEXES:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -322,6 +325,7 @@ def _read_record(conn: sqlite3.Connection, row: sqlite3.Row) -> RunRecord:
         value = row[_COLUMN.get(name, name)]
         fields[name] = json.loads(value) if name in _JSON_FIELDS else value
     fields["cleaned"] = bool(fields["cleaned"])
+    fields["smoke"] = bool(fields["smoke"])
     if fields["synthetic_data"] is not None:
         fields["synthetic_data"] = bool(fields["synthetic_data"])
     return RunRecord(**fields, metrics={name: value for name, value in metrics})

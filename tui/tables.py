@@ -46,6 +46,7 @@ def to_csv(records: Iterable[RunRecord]) -> str:
             "vendor",
             "config",
             "status",
+            "smoke",
             "started",
             "precision",
             "fix_hp",
@@ -60,6 +61,7 @@ def to_csv(records: Iterable[RunRecord]) -> str:
                 r.vendor,
                 r.config,
                 r.status,
+                "true" if r.smoke else "false",
                 r.started,
                 r.precision or "",
                 json.dumps(r.fix_hp, ensure_ascii=False),
@@ -130,8 +132,8 @@ def case_table(runs: list[RunRecord], ids: bool) -> tuple[list[str], list[list[s
     for run in runs:
         metrics.update(run.registry())
     # A failed/aborted run keeps its partial numbers, so the table must say it did not pass;
-    # a run on a busy host or on synthetic data is not silently mixed with the others.
-    show_status = any(r.status != "passed" or r.loaded or r.synthetic_data for r in runs)
+    # a run on a busy host, on synthetic data or a smoke run is not silently mixed in.
+    show_status = any(r.status != "passed" or r.loaded or r.synthetic_data or r.smoke for r in runs)
     header = [
         *(["run", "date"] if ids else []),
         "配置",
@@ -289,6 +291,8 @@ def _status_cell(run: RunRecord) -> str:
         cell += f" (loaded host: load {run.load_per_cpu:g} per CPU at start)"
     if run.synthetic_data:
         cell += " (synthetic data: fleetperf prepare --synthetic)"
+    if run.smoke:
+        cell += " (smoke: --smoke, a short run of the pipeline; not judged)"
     return cell
 
 

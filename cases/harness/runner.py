@@ -92,6 +92,11 @@ class Run:
             if not isinstance(self.config.get(field), str) or not self.config[field]:
                 raise InputError(f"{self.config_path}: no {field!r}")
         self.precision: str = self.config["precision"]
+        # --smoke (config.json "smoke"): a short run of the whole pipeline with no target;
+        # it passes on a finite loss (docs/record.md).
+        self.smoke = self.config.get("smoke", False)
+        if not isinstance(self.smoke, bool):
+            raise InputError(f"{self.config_path}: 'smoke': expected true or false")
         require_paths(self.data, case.requires)
         self.device: Device = open_device(self.config["vendor"], self.precision, env.local_rank)
         init_distributed(env, self.device)
@@ -340,7 +345,7 @@ class Run:
             every = int(self.hp["eval_every_samples"])
             while self._next_eval <= self.samples:
                 self._next_eval += every
-        target = self.case.target_value(self.hp)
+        target = self.target
         if target is not None and self.case.target and self.case.target[0] in values:
             self.converged = values[self.case.target[0]] >= target
         return values
@@ -461,8 +466,13 @@ class Run:
         shown = ", ".join(f"{k}={v:.4g}" for k, v in result["metrics"].items() if v is not None)
         self.say(f"result {result['status']}: {shown}")
 
+    @property
+    def target(self) -> float | None:
+        """The target the run stops at and is judged by; None for a smoke run."""
+        return None if self.smoke else self.case.target_value(self.hp)
+
     def _verdict(self, finite: bool) -> tuple[bool, str | None]:
-        target = self.case.target_value(self.hp)
+        target = self.target
         if target is not None and self.case.target:
             if self.converged:
                 return True, None
