@@ -12,8 +12,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from seed_records import distilbert
 
 from tui.record import RunRecord
+from tui.report import PAD_L
 from tui.store import ResultStore
 
 REPO = Path(__file__).resolve().parents[1]
@@ -132,3 +134,130 @@ def test_headless_chromium_renders_the_charts(page) -> None:
     assert len(re.findall(r"<svg[^>]*class=\"chart ", dom)) >= 10
     assert "<circle" in dom and "<polyline" in dom and 'class="flagged"' in dom
     assert png.startswith(b"\x89PNG") and len(png) > 20_000  # a page with charts drawn
+
+
+# -- the charts' axes (issue 29 point 10) ----------------------------------------------
+
+LONG_HP = {
+    "train_batch_size": 8,
+    "gradient_accumulation_steps": 4,
+    "learning_rate": 1e-05,
+    "max_samples_termination": 24135,
+    "eval_interval_samples": 24135,
+    "max_seq_length": 512,
+    "warmup_proportion": 0.1,
+}
+
+
+def _same_day_series(results: Path) -> None:
+    """Seven runs of one series an hour apart on one day: acc spread wide (its band runs
+    past 0 and 1), memory within 0.80-0.82 GiB, p_whole near 1800 samples/s."""
+    accs = [0.55, 0.95, 0.6, 0.98, 0.5, 0.97, 0.58]
+    with ResultStore(results / "fleetperf.sqlite") as store:
+        for i, acc in enumerate(accs):
+            mem = 0.80 + 0.01 * (i % 3)
+            store.add(
+                distilbert(
+                    f"r{i}",
+                    "A100x1x1",
+                    LONG_HP,
+                    (300.0 + i, 1800.0 + i, 1850.0, 1900.0, acc, mem),
+                    started=f"2026-11-21T{10 + i:02d}:00:00Z",
+                    finished=f"2026-11-21T{10 + i:02d}:20:00Z",
+                )
+            )
+
+
+def _charts(html: str) -> dict[str, str]:
+    """aria-label -> the chart's SVG."""
+    return {
+        m.group(1): m.group(0)
+        for m in re.finditer(r'<svg class="chart [^"]*"[^>]*aria-label="([^"]*)".*?</svg>', html)
+    }
+
+
+def _labels(svg: str, anchor: str) -> list[str]:
+    """The tick labels of an axis: y's are anchored at the end left of the plot, the bars'
+    x in the middle."""
+    x = f"{PAD_L - 4}" if anchor == "end" else r"[\d.]+"
+    return re.findall(rf'<text x="{x}" y="[\d.]+" text-anchor="{anchor}">([^<]*)</text>', svg)
+
+
+def _sig_digits(label: str) -> int:
+    return len(label.replace("-", "").replace(".", "").lstrip("0")) or 1
+
+
+def _check_axes(html: str) -> None:
+    charts = _charts(html)
+    acc = [float(t) for t in _labels(charts["acc history"], "end")]
+    assert min(acc) >= 0.0 and max(acc) <= 1.0, acc  # a fraction's axis stays in 0-1
+    mem = _labels(charts["mem_used_gib history"], "end")
+    assert len(set(mem)) == len(mem) >= 3, mem  # neighbouring ticks never read alike
+    for name in ("acc history", "mem_used_gib history", "p_whole history"):
+        ticks = _labels(charts[name], "end")
+        top = max(ticks, key=lambda t: abs(float(t)))
+        assert _sig_digits(top) >= 3 and len(set(ticks)) == len(ticks), (name, ticks)
+        assert min(float(t) for t in ticks) >= 0, (name, ticks)  # non-negative data
+    bars = _labels(charts["p_core per config"], "middle")
+    assert bars[0] == "0" and all(float(t) >= 0 for t in bars), bars  # bars from 0
+    # One day of runs: the x labels carry the hour, not the same date twice.
+    assert ">2026-11-21 10:00 UTC</text>" in charts["acc history"]
+    assert ">16:00 UTC</text>" in charts["acc history"]
+
+
+def test_axes_read_from_the_datas_range(tmp_path: Path) -> None:
+    from tui.cli import main
+
+    _same_day_series(tmp_path)
+    out = tmp_path / "r.html"
+    assert main(["report", "--results", str(tmp_path), "-o", str(out)]) == 0
+    html = out.read_text(encoding="utf-8")
+    _check_axes(html)
+    # The long fix_hp may wrap after each comma, within the page.
+    assert "bs=8,<wbr>gradient_accumulation_steps=4,<wbr>" in html
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed")
+def test_chromium_reads_the_axis_labels(tmp_path: Path) -> None:
+    """The labels as the browser parsed the page (its DOM), and a screenshot of it (kept
+    under the test's tmp dir as report.png, to look at)."""
+    _same_day_series(tmp_path)
+    page = tmp_path / "r.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "tui.cli", "report", "--results", str(tmp_path), "-o", str(page)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    shot = tmp_path / "report.png"
+    with tempfile.TemporaryDirectory(prefix="fleetperf-chromium-") as profile:
+        argv = [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            f"--user-data-dir={profile}",
+        ]
+        dom = subprocess.run(
+            [*argv, "--dump-dom", page.as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        subprocess.run(
+            [*argv, "--window-size=1100,2000", f"--screenshot={shot}", page.as_uri()],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    _check_axes(dom.stdout)
+    png = shot.read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 20_000

@@ -68,6 +68,7 @@ def _slug(text: str) -> str:
 # 1e308 it would overflow to inf, and inf - inf makes NaN coordinates).
 _DRAWN = 1e300
 _LOG_TICKS = 8  # at most about this many decades labelled on a log axis
+_TINY = 1e-290  # a tick step below this loses its digits to subnormal rounding
 
 
 def _drawn(v: float) -> float:
@@ -77,21 +78,42 @@ def _drawn(v: float) -> float:
 
 class _Scale:
     """Data -> pixels along one axis; log10 where the values span more than 20x. Every
-    coordinate is finite: values are clamped to +-1e300, an empty span is widened."""
+    coordinate is finite: values are clamped to +-1e300, an empty span is widened.
+
+    ``nice``: a linear axis ends on round ticks (1, 2 or 5 x 10^k apart) instead of a
+    padding; ``within``: what the quantity can be (a fraction 0-1, a time from 0), so no
+    band or widening draws an axis past it."""
 
     def __init__(
-        self, lo: float, hi: float, px0: float, px1: float, log: bool = False, pad: float = 0.05
+        self,
+        lo: float,
+        hi: float,
+        px0: float,
+        px1: float,
+        log: bool = False,
+        pad: float = 0.05,
+        nice: bool = False,
+        within: tuple[float, float] = (-math.inf, math.inf),
     ) -> None:
         lo, hi = _drawn(lo), _drawn(hi)
         self.log = log and lo > 0
+        self.step = 0.0  # a nice axis's tick step
         if self.log:
             lo, hi = math.log10(lo), math.log10(hi)
         if hi <= lo:
-            # +-1 around one value, and more where 1 is below its float resolution (1e20)
-            width = max(1.0, abs(lo) * 1e-9)
+            # 5% around one value (1 around 0): always above its float resolution
+            width = abs(lo) * 0.05 or 1.0
             lo, hi = lo - width, hi + width
-        pad = (hi - lo) * pad
-        self.lo, self.hi, self.px0, self.px1 = lo - pad, hi + pad, px0, px1
+        if nice and not self.log:
+            lo, hi = max(lo, within[0]), min(hi, within[1])
+            self.step = _nice_step((hi - lo) / 5)  # 4 to 7 ticks
+        if self.step:
+            lo = max(math.floor(lo / self.step) * self.step, within[0])
+            hi = min(math.ceil(hi / self.step) * self.step, within[1])
+        else:
+            pad = (hi - lo) * pad
+            lo, hi = lo - pad, hi + pad
+        self.lo, self.hi, self.px0, self.px1 = lo, hi, px0, px1
 
     def __call__(self, v: float) -> float:
         v = _drawn(v)
@@ -104,7 +126,39 @@ class _Scale:
             first, last = math.ceil(self.lo), math.floor(self.hi)
             step = max(1, math.ceil((last - first) / _LOG_TICKS))
             return [10.0**e for e in range(first, last + 1, step)]
+        if self.step:
+            count = round((self.hi - self.lo) / self.step)
+            return [self.lo + self.step * i for i in range(count + 1)]
         return [self.lo + (self.hi - self.lo) * i / n for i in range(n + 1)]
+
+    def label(self, t: float, times: float = 1.0) -> str:
+        """A tick's text (of ``t * times``: 100 for a percentage): as many decimals as the
+        step needs and at least three significant digits, so neighbours never read alike."""
+        biggest = max(abs(self.lo), abs(self.hi)) * times
+        if self.log or not self.step or not 1e-4 <= biggest < 1e9:
+            return _num(t * times)
+        step = self.step * times
+        decimals = max(-math.floor(math.log10(step)), 2 - math.floor(math.log10(biggest)), 0)
+        return f"{t * times:.{decimals}f}"
+
+
+def _nice_step(raw: float) -> float:
+    """The round step (1, 2 or 5 x 10^k) at or above ``raw``; 0 for a span too small to
+    divide (subnormal: the axis is padded instead)."""
+    if raw < _TINY:
+        return 0.0
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw * (1 - 1e-9))
+
+
+def _within(metric: Metric | None, values: Sequence[float]) -> tuple[float, float]:
+    """What the metric's values can be: a fraction 0-1; a quantity with a unit (time,
+    rate, memory, energy) or values all at or above 0 (a loss), from 0."""
+    if metric is not None and metric.unit == "fraction":
+        return 0.0, 1.0
+    if (metric is not None and metric.unit) or min(values, default=0.0) >= 0:
+        return 0.0, math.inf
+    return -math.inf, math.inf
 
 
 def _num(v: float) -> str:
@@ -119,11 +173,12 @@ def _svg(cls: str, label: str, body: list[str], height: int = H) -> str:
     )
 
 
-def _y_axis(y: _Scale, fmt: Metric | None) -> list[str]:
+def _y_axis(y: _Scale, metric: Metric | None) -> list[str]:
     out = [f'<line class="axis" x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}"/>']
     for t in y.ticks():
         py = y(t)
-        text = fmt.show(t) if fmt else _num(t)
+        pct = metric is not None and metric.fmt == "pct"  # as the tables show it
+        text = f"{y.label(t, 100)}%" if pct else y.label(t)
         out.append(
             f'<line class="grid" x1="{PAD_L}" y1="{py:.1f}" x2="{W - PAD_R}" y2="{py:.1f}"/>'
         )
@@ -144,7 +199,9 @@ def history_chart(
     for band in bands:
         if band is not None:
             extent += [band[2] - band[3], band[2] + band[3]]
-    y = _Scale(min(extent), max(extent), H - PAD_B, PAD_T)
+    within = _within(metric, values)
+    extent = [min(max(v, within[0]), within[1]) for v in extent]
+    y = _Scale(min(extent), max(extent), H - PAD_B, PAD_T, nice=True, within=within)
     n = len(runs)
     x = _Scale(0, max(n - 1, 1), PAD_L + 8, W - PAD_R - 8, pad=0)
     body = _y_axis(y, metric)
@@ -153,13 +210,14 @@ def history_chart(
         if band is None:
             continue
         x0, x1 = x(i - 0.5) if i else x(i) - 3, x(i + 0.5) if i < n - 1 else x(i) + 3
-        top, bottom = y(band[2] + band[3]), y(band[2] - band[3])
+        # Drawn within the axis: past what the metric can be, a band says nothing more.
+        top, bottom = y(min(band[2] + band[3], y.hi)), y(max(band[2] - band[3], y.lo))
         body.append(
             f'<rect class="band" x="{x0:.1f}" y="{top:.1f}" width="{x1 - x0:.1f}"'
             f' height="{bottom - top:.1f}"/>'
         )
         edge = band[0] if band[0] is not None else band[1]
-        if edge is not None:
+        if edge is not None and y.lo <= edge <= y.hi:  # a bound no value can cross: none
             body.append(
                 f'<line class="bound" x1="{x0:.1f}" y1="{y(edge):.1f}" x2="{x1:.1f}"'
                 f' y2="{y(edge):.1f}"/>'
@@ -178,12 +236,22 @@ def history_chart(
             f'<circle class="{cls}" cx="{x(i):.1f}" cy="{y(v):.1f}" r="{r}"><title>{_e(tip)}'
             "</title></circle>"
         )
-    first, last = runs[0].started[:10], runs[-1].started[:10]
+    first, last = _x_labels(runs[0].started, runs[-1].started)
     body.append(f'<text x="{PAD_L}" y="{H - 8}">{_e(first)}</text>')
     body.append(f'<text x="{W - PAD_R}" y="{H - 8}" text-anchor="end">{_e(last)}</text>')
     unit = f" ({metric.unit})" if metric.unit else ""
     body.append(f'<text x="{PAD_L}" y="14">{_e(metric.name + unit)}</text>')
     return _svg("chart-history", f"{metric.name} history", body)
+
+
+def _x_labels(first: str, last: str) -> tuple[str, str]:
+    """The first and last runs' start (UTC, ISO): the date, with the time where the two
+    share it (a day of runs reads 10:02 to 11:40, not the same date twice)."""
+    if first[:10] != last[:10]:
+        return first[:10], last[:10]
+    seconds = first[11:16] == last[11:16]  # to the minute alike: the seconds tell them apart
+    end = 19 if seconds else 16
+    return f"{first[:10]} {first[11:end]} UTC", f"{last[11:end]} UTC"
 
 
 def throughput_chart(
@@ -198,7 +266,10 @@ def throughput_chart(
     known += [r.value for rs in refs.values() for r in rs if r.value > 0]
     lo, hi = (min(known), max(known)) if known else (1.0, 10.0)
     log = hi / lo > 20
-    x = _Scale(0 if not log else lo, hi, PAD_L + 140, W - PAD_R, log=log)
+    # Bars from 0: a linear axis starts there, on round ticks.
+    x = _Scale(
+        0 if not log else lo, hi, PAD_L + 140, W - PAD_R, log=log, nice=True, within=(0, math.inf)
+    )
     body = []
     for t in x.ticks():
         px = x(t)
@@ -206,7 +277,7 @@ def throughput_chart(
             f'<line class="grid" x1="{px:.1f}" y1="{PAD_T}" x2="{px:.1f}" y2="{height - PAD_B}"/>'
         )
         body.append(
-            f'<text x="{px:.1f}" y="{height - PAD_B + 14}" text-anchor="middle">{_num(t)}</text>'
+            f'<text x="{px:.1f}" y="{height - PAD_B + 14}" text-anchor="middle">{x.label(t)}</text>'
         )
     values = dict(bars)
     base = x.px0 if x.log else x(0)
@@ -243,7 +314,8 @@ def loss_chart(points: list[tuple[int, float]]) -> str:
     step = max(1, len(points) // MAX_CURVE)
     points = points[::step] + ([points[-1]] if (len(points) - 1) % step else [])
     x = _Scale(points[0][0], points[-1][0], PAD_L, W - PAD_R)
-    y = _Scale(min(v for _, v in points), max(v for _, v in points), H - PAD_B, PAD_T)
+    losses = [v for _, v in points]
+    y = _Scale(min(losses), max(losses), H - PAD_B, PAD_T, nice=True, within=_within(None, losses))
     body = _y_axis(y, None)
     path = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in points)
     body.append(f'<polyline class="loss" points="{path}"/>')
@@ -326,9 +398,17 @@ def _series_title(runs: list[RunRecord]) -> str:
 # -- the page -------------------------------------------------------------------------
 
 
+def _breakable(text: str) -> str:
+    """``text`` escaped, a line break allowed after each comma: a long fix_hp (no spaces)
+    wraps within the page."""
+    return _e(text).replace(",", ",<wbr>")
+
+
 def _html_table(header: list[str], rows: list[list[str]]) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_breakable(c)}</td>" for c in row) + "</tr>" for row in rows
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -373,7 +453,7 @@ def _case_section(
         window = [r for r in runs if r.run_id in shown_ids]
         if not window:
             continue
-        yield f"<h4>{_e(_series_title(runs))}</h4>"
+        yield f"<h4>{_breakable(_series_title(runs))}</h4>"
         for metric in registry.values():
             if metric.higher_is_better is None or all(
                 r.metrics.get(metric.name) is None for r in window
