@@ -7,9 +7,11 @@ so the whole path runs: preflight, launch, the poll loop, cleanup, fetch, the st
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import json
 import os
+import shlex
 import signal
 import statistics
 import time
@@ -193,10 +195,47 @@ def test_missing_data_exits_2_and_launches_nothing(emitter: Fleetperf) -> None:
     err = out.stderr.strip().splitlines()
     assert len(err) == 1
     assert f"host localhost: missing {emitter.data_root}/emitter/marker" in err[0]
-    assert f"fleetperf prepare emitter --data-root {emitter.data_root})" in err[0]
+    # FLEETPERF_DATA is the data root: the command needs no --data-root
+    assert "(stage it with: fleetperf prepare emitter --synthetic; for the real data," in err[0]
     assert "nothing launched" in err[0]
+    assert out.stdout == ""  # no "started" line, no run id: the run never was
     assert not any((d / "workload.pid").exists() for d in emitter.host_dirs())
     assert not (emitter.results / "fleetperf.sqlite").exists() or emitter.records() == []
+
+
+def test_the_refusals_command_stages_the_data_and_the_run_then_passes(emitter: Fleetperf) -> None:
+    """Issue 29 point 3: a data root other than the default is named in the command, which
+    is run as printed; the refused run then passes."""
+    other = emitter.data_root.parent / "other-data"
+    refused = emitter.batch("emitter", "cpu/CPUx1x1", args=("--data-root", str(other)))
+    assert refused.returncode == 2 and refused.stdout == "", refused.stdout + refused.stderr
+    assert "started" not in refused.stderr and "-emitter-" not in refused.stderr  # no run id
+    command = refused.stderr.split("stage it with: ")[1].split(";")[0]
+    assert command == f"fleetperf prepare emitter --synthetic --data-root {other}"
+    staged = emitter.run(*shlex.split(command)[1:])
+    assert staged.returncode == 0, staged.stderr
+    again = emitter.batch("emitter", "cpu/CPUx1x1", args=("--data-root", str(other)))
+    assert again.returncode == 0, again.stdout + again.stderr
+    (rec,) = emitter.records()
+    assert rec["status"] == "passed" and rec["synthetic_data"] is True
+    assert f"(run {rec['run_id']})" in again.stdout.splitlines()[0]  # started, once launched
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_machine_formats_leave_stdout_to_the_table(emitter: Fleetperf, fmt: str) -> None:
+    """Issue 29 point 1: ``--format json > out`` is parsed by a program; the progress
+    (started, steps, the end) goes to stderr."""
+    out = emitter.batch("emitter", "cpu/CPUx1x1", "steps=3", args=("--format", fmt))
+    assert out.returncode == 0, out.stdout + out.stderr
+    (rec,) = emitter.records()
+    if fmt == "json":
+        (row,) = json.loads(out.stdout)
+        assert row["run_id"] == rec["run_id"] and row["status"] == "passed"
+    else:
+        (row,) = csv.DictReader(io.StringIO(out.stdout))
+        assert row["status"] == "passed"
+    assert f"== started emitter cpu/CPUx1x1 on localhost (run {rec['run_id']})" in out.stderr
+    assert "localhost    step      3" in out.stderr and "== passed" in out.stderr
 
 
 def test_bad_input_exits_2_before_any_launch(emitter: Fleetperf) -> None:

@@ -239,7 +239,7 @@ def test_distilbert_runs_in_a_container(engine, fleet, cpu_image):
         timeout=900,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    (rec,) = json.loads(out.stdout[out.stdout.index("\n[") :])
+    (rec,) = json.loads(out.stdout)
     assert rec["status"] == "passed", rec
     # The tag, and the id of the image that ran (docker inspect's, on the host at launch).
     assert rec["executor"] == "docker" and rec["image"] == f"{cpu_image['tag']}@{cpu_image['id']}"
@@ -368,7 +368,7 @@ def test_two_ssh_nodes_train_one_model_in_containers(engine, cpu_image, fleet, t
                 e.remove_data()
                 shutil.rmtree(e.root)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    (rec,) = json.loads(out.stdout[out.stdout.index("\n[") :])
+    (rec,) = json.loads(out.stdout)
     assert rec["status"] == "passed" and rec["hosts"] == ["node1", "node2"], rec
     assert rec["executor"] == "docker" and rec["image"] == f"{tag}@{cpu_image['id']}"
     assert left == [[], []]  # each node's container removed

@@ -14,7 +14,7 @@ from typing import TextIO
 
 from tui import catalog
 from tui.errors import UsageError, UserInputError
-from tui.events import Event, HostState, MetricSample, RunFinished
+from tui.events import Event, HostState, MetricSample, RunFinished, RunStarted
 from tui.eventtext import event_text
 from tui.references import flag_line
 from tui.session import Batch, Session
@@ -60,20 +60,46 @@ _HOST_PHASES_SHOWN = ("failed", "unreachable", "stopped", "queued", "running")
 
 class ProgressPrinter:
     """One line per logging step, eval and host failure; a run's start and end. Host
-    names, messages and errors come from the fleet: printed with control codes escaped."""
+    names, messages and errors come from the fleet: printed with control codes escaped.
+
+    A run's lines are held until a workload launches on one of its hosts (the tracker's
+    ``launched``, tui/fleet.py): a run refused in preflight shows one error line, no
+    "started" line and no run id, as it leaves no record."""
 
     def __init__(self, out: TextIO, err: TextIO) -> None:
         self.out, self.err = out, err
         self.latencies: dict[str, list[float]] = {}
+        self._held: dict[str, list[str]] = {}  # run id -> its lines before launch
         self._lock = threading.Lock()  # runs on several hosts print from several threads
 
     def __call__(self, ev: Event) -> None:
         line = self._line(ev)
-        if line:
-            with self._lock:
-                print(
-                    printable(line), file=self.err if self._is_error(ev) else self.out, flush=True
-                )
+        with self._lock:
+            refused = self._is_error(ev)
+            for text in self._unheld(ev, [line] if line else []):
+                print(printable(text), file=self.err if refused else self.out, flush=True)
+
+    def _unheld(self, ev: Event, lines: list[str]) -> list[str]:
+        """The lines to print now: none while the run is held; the held ones once it
+        launches; only the error of a run refused before launch."""
+        if isinstance(ev, RunStarted):
+            self._held[ev.run_id] = lines
+            return []
+        if ev.run_id not in self._held:
+            return lines
+        if not self._launches(ev):
+            self._held[ev.run_id] += lines
+            return []
+        held = self._held.pop(ev.run_id)
+        return lines if self._is_error(ev) else held + lines
+
+    @staticmethod
+    def _launches(ev: Event) -> bool:
+        """Whether ``ev`` ends the run's hold: a launch (queued: a Slurm job submitted)
+        or its end."""
+        return isinstance(ev, RunFinished) or (
+            isinstance(ev, HostState) and ev.phase in ("running", "queued")
+        )
 
     @staticmethod
     def _is_error(ev: Event) -> bool:
@@ -157,20 +183,22 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
         except UserInputError as exc:
             print(printable(f"fleetperf: error: {exc}"), file=err)
             return EXIT_BAD_INPUT
+        # json and csv: stdout holds the table alone, for a program; the progress, stderr.
+        progress = out if args.fmt == "md" else err
         requested = threading.Event()
         with _signals_set(requested):
             batch = session.start(plans)
-            batch.subscribe(ProgressPrinter(out, err))
-            _drive(batch, requested, out)
+            batch.subscribe(ProgressPrinter(progress, err))
+            _drive(batch, requested, progress)
         records = batch.wait()
     finally:
         session.close()
     if records:
-        print(file=out)
+        print(file=progress)
         print(printable(render(records, args.fmt)), file=out)
     flags = [flag_line(r, c) for r in records if r.verdict for c in r.verdict.flagged]
     for line in flags:
-        print(printable(line), file=out)
+        print(printable(line), file=progress)
     statuses = {run.status for run in batch.runs}
     if "bad_input" in statuses:
         return EXIT_BAD_INPUT
