@@ -502,7 +502,8 @@ def test_preflight_prepares_the_run_dir_and_refuses_what_is_missing(tmp_path: Pa
     res, _ = preflight(tmp_path, requires=["marker"])
     assert res["failed"]
     assert res["msg"] == (
-        f"host h1: missing {tmp_path}/data/case/marker (stage it with: fleetperf prepare case)"
+        f"host h1: missing {tmp_path}/data/case/marker (stage it with: fleetperf prepare case"
+        " --synthetic; for the real data, --from DIR in place of --synthetic)"
     )
     assert not (tmp_path / "runs" / "fleetperf.lease").exists()
     res, _ = preflight(tmp_path, min_free_gib=10**9)

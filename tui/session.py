@@ -35,7 +35,7 @@ from tui.events import (
     SysSample,
 )
 from tui.inventory import Inventory, executor_of, load_inventory, select_hosts
-from tui.paths import store_path
+from tui.paths import default_data_root, store_path
 from tui.record import CaseMetric, RunRecord, now_utc_iso, write_result_json
 from tui.store import ResultStore, controller_id, mark_interrupted
 
@@ -393,11 +393,13 @@ class Session:
             ended(run)
 
     def _with_data_root(self, error: str, spec: catalog.RunSpec) -> str:
-        """The preflight's staging hint, completed with the data root this run looks in
-        (where it is this controller's), so following it stages the data there."""
-        hint = f"fleetperf prepare {spec.case.name})"
-        if hint in error and str(self.data_root) in error:
-            return error.replace(hint, f"{hint[:-1]} --data-root {self.data_root})")
+        """The preflight's staging hint (playbooks/module_utils/fleetperf_host.py), given the
+        data root this run looks in where it is this controller's and not the one
+        ``fleetperf prepare`` takes by default, so following it stages the data there."""
+        hint = f"fleetperf prepare {spec.case.name} --synthetic"
+        default = self.data_root.resolve() == default_data_root().resolve()
+        if hint in error and str(self.data_root) in error and not default:
+            return error.replace(hint, f"{hint} --data-root {self.data_root}")
         return error
 
     def _record(self, launch: fleet.Launch, batch_id: str) -> RunRecord:

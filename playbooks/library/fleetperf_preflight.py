@@ -331,9 +331,7 @@ def main() -> None:
             )
     missing = missing_data(p["data_dir"], p["requires"])
     if missing:
-        module.fail_json(
-            msg=f"host {host}: missing {missing[0]} (stage it with: fleetperf prepare {p['case']})"
-        )
+        module.fail_json(msg=f"host {host}: missing {missing[0]} ({files.staging_hint(p['case'])})")
     free = free_gib(run_root)
     if free < p["min_free_gib"]:
         module.fail_json(

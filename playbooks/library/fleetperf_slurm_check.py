@@ -208,7 +208,7 @@ def main() -> None:
     ]
     for name, path in needed + list(p["paths"].items()):
         if path and not os.path.exists(path):
-            hint = f" (stage it with: fleetperf prepare {p['case']})" if name == "data" else ""
+            hint = f" ({files.staging_hint(p['case'])})" if name == "data" else ""
             module.fail_json(
                 msg=f"host {host}: missing {path} ({name}, shared with the nodes){hint}"
             )

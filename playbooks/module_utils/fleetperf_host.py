@@ -28,6 +28,16 @@ PID_FILE = "workload.pid"  # the supervisor's pid, which is also its process gro
 IDENTITY = "workload.id"  # JSON: pid, boot_id, start (clock ticks after boot)
 
 
+def staging_hint(case: str) -> str:
+    """The command that stages a case's missing data, for a refusal: the one that works
+    with no data at hand (``prepare`` alone is refused); the controller adds ``--data-root``
+    where its data root is not the default (tui/session.py)."""
+    return (
+        f"stage it with: fleetperf prepare {case} --synthetic;"
+        " for the real data, --from DIR in place of --synthetic"
+    )
+
+
 def open_regular(path: str) -> int | None:
     """A read-only descriptor of path if it is a regular file (a link is not followed);
     None for anything else or nothing."""
