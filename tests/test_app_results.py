@@ -215,3 +215,40 @@ def test_one_marked_run_shows_what_its_mfu_divides_and_its_config_env(tmp_path: 
             assert "BKCL_FORCE_SYNC=1" in text
 
     run(scenario())
+
+
+def test_a_run_id_typed_as_fleetperf_results_takes_it(tmp_path: Path) -> None:
+    """Issue 29 point 4 in the app: the run column shows the short form; the run id field
+    takes it (or any unique prefix), clears a filter that hides the run, marks it; an
+    ambiguous one is refused naming the matches."""
+    seed_store(tmp_path / "results")
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            await pilot.press("4")
+            screen = app.screen
+            table = screen.query_one("#history", DataTable)
+            await wait_for(pilot, lambda: table.row_count == 6)
+            assert str(table.get_cell("run-x8", "run")) == "x8"  # short_id's tail
+            screen.query_one("#filter-config", Select).value = "A100x1x8"  # hides run-x8
+            await wait_for(pilot, lambda: table.row_count == 5)
+            search = screen.query_one("#run-search", Input)
+            search.focus()
+            await pilot.press(*"x8", "enter")
+            await wait_for(pilot, lambda: screen.marked == ["run-x8"])
+            assert table.row_count == 6  # the filter that hid it is cleared
+            assert screen._cursor_run() == "run-x8"
+            search.value = ""
+            search.focus()
+            await pilot.press(*"run-", "enter")
+            await wait_for(
+                pilot, lambda: any("ambiguous" in str(n.message) for n in app._notifications)
+            )
+            (notice,) = [
+                str(n.message) for n in app._notifications if "ambiguous" in str(n.message)
+            ]
+            assert notice.startswith("run 'run-' is ambiguous: 6 runs match (run-0, run-1,")
+            assert screen.marked == ["run-x8"]
+
+    run(scenario())

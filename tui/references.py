@@ -8,9 +8,10 @@ Two sources give a metric a band (docs/references.md):
   accelerator the workload reported) with the hyperparameters it was measured with;
   elsewhere it is shown, not judged.
 - **History**: earlier passed runs of the same case, config, hyperparameters, accelerator
-  and data kind (synthetic or not). Band: the median of the last ``HISTORY_RUNS`` runs
-  ± max(``K_MAD`` × 1.4826 × MAD, tolerance × |median|), on the side that matters for
-  the metric (throughput down, loss up, memory up); needs ``MIN_HISTORY`` runs.
+  and data kind (synthetic or not), loaded and quiet hosts apart. Band: the median of the
+  last ``HISTORY_RUNS`` runs ± max(``K_MAD`` × 1.4826 × MAD, tolerance × |median|), on the
+  side that matters for the metric (throughput down, loss up, memory up); needs
+  ``MIN_HISTORY`` runs.
 
 Controller code: no torch, no textual. Pure functions but ``judge`` (which reads the store).
 """

@@ -22,12 +22,12 @@ from tui.compare import compare
 from tui.record import RunRecord
 from tui.references import check_rows
 from tui.store import ResultStore, StoreError
-from tui.tables import FORMATS, config_env_text, peak_text, render
+from tui.tables import FORMATS, config_env_text, peak_text, render, short_id
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
 
-HISTORY_COLUMNS = ("", "started", "case", "config", "status", "p_whole", "acc", "loss")
+HISTORY_COLUMNS = ("", "run", "started", "case", "config", "status", "p_whole", "acc", "loss")
 FILTERS = ("case", "vendor", "config")
 
 
@@ -36,8 +36,10 @@ class ResultsScreen(Screen[None]):
     AUTO_FOCUS = "#history"  # marks and views work from the list; the filters are a tab away
     HELP = (
         "Every run in the results store, newest first, filtered by case, vendor and"
-        " config. Space marks runs. The lower pane shows the seeds' table of the marked"
-        " runs (all shown runs if none is marked); with two marked, Compare shows them"
+        " config; the run id field takes an id as fleetperf results does (whole, a unique"
+        " prefix, or the short form of the run column) and marks that run. Space marks"
+        " runs. The lower pane shows the seeds' table of the marked runs (all shown runs"
+        " if none is marked); with two marked, Compare shows them"
         " side by side with the change of each metric, flagged (!) when the newer value"
         " lies outside the spread (min..max) of the earlier passed runs it is comparable"
         " with (case, config, hyperparameters, accelerator, data; loaded and quiet hosts"
@@ -86,6 +88,8 @@ class ResultsScreen(Screen[None]):
             with Horizontal(id="filters"):
                 for name in FILTERS:
                     yield Select([], prompt=f"any {name}", id=f"filter-{name}")
+                # A run id as fleetperf results takes it: whole, a prefix, the short form.
+                yield Input(placeholder="run id", id="run-search")
             yield DataTable(id="history", cursor_type="row", zebra_stripes=True)
             with VerticalScroll(id="result-pane"):
                 yield Static(id="result-view")
@@ -145,11 +149,13 @@ class ResultsScreen(Screen[None]):
 
     def _fill(self) -> None:
         table = self.query_one("#history", DataTable)
+        current = self._cursor_run()  # the cursor stays on its run when the list changes
         table.clear()
         shown = self._shown()
         for r in reversed(shown):
             table.add_row(
                 _mark(r.run_id in self.marked),
+                literal(short_id(r.run_id)),
                 literal(r.started.replace("T", " ").rstrip("Z")),
                 literal(r.case),
                 literal(f"{r.vendor}/{r.config}"),
@@ -159,8 +165,44 @@ class ResultsScreen(Screen[None]):
                 _metric(r, "loss", ".4f"),
                 key=r.run_id,
             )
+        if current in table.rows:
+            table.move_cursor(row=table.get_row_index(current))
         self.sub_title = f"{len(shown)} of {len(self.records)} runs, {len(self.marked)} marked"
         self._render_pane()
+
+    # -- a run by its id ----------------------------------------------------------------
+
+    @on(Input.Submitted, "#run-search")
+    def _search(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self._resolve(event.value.strip())
+
+    @work(thread=True, exclusive=True, group="store")
+    def _resolve(self, text: str) -> None:
+        """The store's resolver, as ``fleetperf results RUN_ID`` uses it."""
+        path = self.app.config.store_path
+        try:
+            with ResultStore(path) as store:
+                run_id = store.resolve(text)
+        except StoreError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            return
+        self.app.call_from_thread(self._go_to, run_id)
+
+    def _go_to(self, run_id: str) -> None:
+        """Show the run (clearing filters that hide it), put the cursor on it and mark it."""
+        if run_id not in {r.run_id for r in self.records}:  # stored since the last reload
+            self.notify(f"run {run_id}: press r to read the store again", severity="warning")
+            return
+        if run_id not in {r.run_id for r in self._shown()}:
+            for name in FILTERS:
+                self.query_one(f"#filter-{name}", Select).clear()
+        if run_id not in self.marked:
+            self.marked.append(run_id)
+        self._fill()
+        table = self.query_one("#history", DataTable)
+        table.move_cursor(row=table.get_row_index(run_id))  # kept by the refills to come
+        table.focus()
 
     # -- selection and views ----------------------------------------------------------
 
