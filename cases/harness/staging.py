@@ -80,6 +80,9 @@ def prepare_main(
         options(parser)
     args = parser.parse_args(argv)
     out: Path = args.out
+    # Staging runs no accelerator code, but transformers' save_pretrained imports accelerate,
+    # which imports an installed deepspeed: unset, it warns on stdout that no GPU was found.
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
     try:
         if args.synthetic:
             out.mkdir(parents=True, exist_ok=True)

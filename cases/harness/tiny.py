@@ -47,8 +47,11 @@ def train_bpe_tokenizer(texts: Iterable[str], out: Path, vocab_size: int = 512) 
         ]
     )
     tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=list(LLAMA_SPECIAL), initial_alphabet=alphabet
+    trainer = trainers.BpeTrainer(  # no progress: off a terminal its bar is blank lines
+        vocab_size=vocab_size,
+        special_tokens=list(LLAMA_SPECIAL),
+        initial_alphabet=alphabet,
+        show_progress=False,
     )
     # Every letter answer appears as a word often enough to become its own token.
     tok.train_from_iterator([*corpus, *(f"Answer: {x}" for x in LETTERS * 50)], trainer)
