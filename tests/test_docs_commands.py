@@ -29,8 +29,11 @@ from tui import cli, localfleet, provision
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 COMMAND_LINE = re.compile(r"^\s*(?:\$ )?(?:[A-Z_]+=\S+ )*(fleetperf(?:\s.*)?)$")
+CONTINUED = re.compile(r"^\s+[\[-]")  # "          [--set KEY=VALUE ...] [-i INVENTORY]"
 INLINE = re.compile(r"`(fleetperf(?:\s[^`]*)?)`")
 MAX_VARIANTS = 500
+ELLIPSIS = "..."
+SHELL = re.compile(r"^(?:\d?>>?|<|&&|;|\|\||2>&1)")  # where the command itself ends
 # What argparse says when a command or option is only named, not given whole (inline
 # prose only).
 NAMED_ONLY = ("the following arguments are required", "expected one argument")
@@ -47,13 +50,21 @@ class Command(NamedTuple):
 def commands(rel: str, text: str) -> Iterator[Command]:
     """The commands of one page (``rel``: its path in the repository)."""
     fenced = False
+    pending: Command | None = None  # a usage line may go on over indented lines
     for number, line in enumerate(text.splitlines(), 1):
         if line.lstrip().startswith("```"):
             fenced = not fenced
-            continue
         match = COMMAND_LINE.match(line)
+        if pending and fenced and not match and CONTINUED.match(line):
+            pending = pending._replace(text=f"{pending.text} {_uncommented(line)}")
+            continue
+        if pending:
+            yield pending
+            pending = None
         if match and (fenced or line.startswith("    ")):
-            yield Command(f"{rel}:{number}", _uncommented(match.group(1)), True)
+            pending = Command(f"{rel}:{number}", _uncommented(match.group(1)), True)
+    if pending:
+        yield pending
     for match in INLINE.finditer(text):
         number = text.count("\n", 0, match.start()) + 1
         yield Command(f"{rel}:{number}", " ".join(match.group(1).split()), False)
@@ -71,13 +82,12 @@ def _tokens(text: str) -> list[str]:
 def variants(text: str) -> list[list[str]]:
     """Every argv a usage line stands for (the words after ``fleetperf``)."""
     tokens = _tokens(text)
-    if "|" in tokens:  # outside a group a spaced | is a shell pipe: the command ends there
-        depth = 0
-        for i, token in enumerate(tokens):
-            depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(token, 0)
-            if token == "|" and depth == 0:
-                tokens = tokens[:i]
-                break
+    depth = 0
+    for i, token in enumerate(tokens):  # outside a group, | is a pipe; > a redirection
+        depth += {"[": 1, "(": 1, "]": -1, ")": -1}.get(token, 0)
+        if (token == "|" and depth == 0) or SHELL.match(token):
+            tokens = tokens[:i]
+            break
     alternatives, rest = _alternatives(tokens, 0)
     assert rest == len(tokens), f"unbalanced brackets in {text!r}"
     return [argv[1:] for argv in alternatives[:MAX_VARIANTS]]
@@ -102,10 +112,8 @@ def _sequence(tokens: list[str], i: int) -> tuple[list[list[str]], int]:
         if token in ("[", "("):
             inner, i = _alternatives(tokens, i + 1)
             parts.append(([[]] if token == "[" else []) + inner)
-        elif token == "...":  # a repeat, or an option's placeholder value
-            previous = tokens[i - 1] if i else ""
-            if previous.startswith("-"):
-                parts.append([[token]])
+        elif token == "...":  # a repeat, or an option's value: refusal() tries both
+            parts.append([[ELLIPSIS]])
         else:
             parts.append([[word] for word in token.split("|")])  # passed|failed: choices
         i += 1
@@ -114,7 +122,20 @@ def _sequence(tokens: list[str], i: int) -> tuple[list[list[str]], int]:
 
 
 def refusal(argv: list[str]) -> str | None:
-    """What the real parser says about ``fleetperf ARGV``, or None when it takes it."""
+    """What the real parser says about ``fleetperf ARGV``, or None when it takes it; each
+    ``...`` read as nothing (a repeat) or as an option's value, the first reading that
+    parses wins."""
+    said = None
+    for keep in itertools.product((False, True), repeat=argv.count(ELLIPSIS)):
+        marks = iter(keep)
+        reading = [w for w in argv if w != ELLIPSIS or next(marks)]
+        said = _refusal(reading)
+        if said is None:
+            return None
+    return said
+
+
+def _refusal(argv: list[str]) -> str | None:
     if argv == ["--help"] or argv == ["--version"]:
         return None  # they print and exit 0: run below
     own = {"fleet": localfleet.parser, "provision": provision.parser}.get(argv[0] if argv else "")
@@ -167,6 +188,15 @@ def test_the_check_catches_a_wrong_command(markdown: str, expected: str) -> None
     (command,) = commands("docs/x.md", markdown)
     (problem,) = problems(command)
     assert expected in problem and problem.startswith("docs/x.md:")
+
+
+def test_a_usage_line_goes_on_over_indented_lines() -> None:
+    (command,) = commands(
+        "README.md", "```\nfleetperf results [RUN_ID]\n          [--format md|xml]  # x\n```"
+    )
+    assert command.text == "fleetperf results [RUN_ID] [--format md|xml]"
+    found = problems(command)  # the continued line is checked too: with and without RUN_ID
+    assert len(found) == 2 and all("invalid choice: 'xml'" in p for p in found)
 
 
 def test_usage_lines_expand_to_each_form() -> None:
