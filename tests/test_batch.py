@@ -21,7 +21,7 @@ import pytest
 from conftest import Fleetperf, local_host, write_inventory
 
 from tui.batch import ProgressPrinter
-from tui.events import HostState, RunFinished
+from tui.events import HostState, RunFinished, RunStarted
 
 
 def pid_gone(pid_file: Path) -> bool:
@@ -164,6 +164,25 @@ def test_progress_lines_escape_control_codes_in_host_strings() -> None:
     assert line.startswith("node\\u001b[2J ") and line.count("\n") == 1
     assert line.endswith(" FAILED: \\u009b31m red \\u001b]0;evil\\u0007\n")
     assert err.getvalue() == "fleetperf: error: no such file \\u001b[1A (nothing launched)\n"
+
+
+def test_a_runs_lines_wait_for_its_launch() -> None:
+    """Refused in preflight: the error alone, on stderr. Launched (queued: a Slurm job):
+    the started line first, then what came before the launch, in order."""
+    out, err = io.StringIO(), io.StringIO()
+    printer = ProgressPrinter(out, err)
+    printer(RunStarted("r1", "emitter", "cpu/CPUx1x2", ["a", "b"], 0.0))
+    printer(HostState("r1", "a", "failed", "host a: missing /d/marker"))
+    printer(RunFinished("r1", "bad_input", "host a: missing /d/marker", 0.0))
+    assert out.getvalue() == ""
+    assert err.getvalue() == "fleetperf: error: host a: missing /d/marker (nothing launched)\n"
+    printer(RunStarted("r2", "emitter", "cpu/CPUx1x1", ["login"], 0.0))
+    assert out.getvalue() == ""
+    printer(HostState("r2", "login", "queued", "slurm job 7 submitted"))
+    assert out.getvalue().splitlines() == [
+        "== started emitter cpu/CPUx1x1 on login (run r2)",
+        "login        queued: slurm job 7 submitted",
+    ]
 
 
 def test_missed_target_is_a_failure_with_the_reason(emitter: Fleetperf) -> None:
