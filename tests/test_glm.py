@@ -24,6 +24,7 @@ from glm_model import (  # noqa: E402
     GLMConfig,
     GLMModel,
     MultiTokenCloze,
+    attention_math,
     blank_infilling,
     blank_infilling_mask,
     load_state_dict_file,
@@ -553,3 +554,14 @@ def test_fine_tunes_to_the_target_through_fleetperf_batch(tmp_path: Path) -> Non
     (rec,) = fp.records()
     assert rec["status"] == "passed" and rec["metrics"]["acc"] >= 0.8 > before
     assert "| CPU单机单卡（1x1） | fp32 |" in out.stdout  # the seed's 单卡 for one device
+
+
+def test_attention_without_torch_2_is_the_fused_one() -> None:
+    """Seed 000's Iluvatar stack is torch 1.13.1, which has no scaled_dot_product_attention
+    (issue 27 point 5): the written-out math gives the fused kernel's result under the
+    blank-infilling mask."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 6, 8) for _ in range(3))
+    mask = blank_infilling_mask(torch.tensor([2, 4]), 6).unsqueeze(1)
+    fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert torch.allclose(attention_math(q, k, v, mask, 0.0), fused, atol=1e-6)

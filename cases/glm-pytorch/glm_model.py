@@ -130,6 +130,26 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     return F.gelu(x, approximate="tanh")  # OpenAI's GeLU, as GLM
 
 
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, dropout_p: float
+) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d)) v where ``mask`` (bool) is True: torch's fused
+    scaled_dot_product_attention where it has one (torch >= 2.0), else the same math
+    written out, as seed 000's Iluvatar stack (torch 1.13.1) needs."""
+    fused = getattr(F, "scaled_dot_product_attention", None)
+    if fused is not None:
+        return fused(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    return attention_math(q, k, v, mask, dropout_p)
+
+
+def attention_math(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, dropout_p: float
+) -> torch.Tensor:
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+    weights = scores.masked_fill(~mask, float("-inf")).softmax(-1)
+    return F.dropout(weights, dropout_p) @ v
+
+
 class SelfAttention(nn.Module):
     def __init__(self, cfg: GLMConfig) -> None:
         super().__init__()
@@ -142,12 +162,12 @@ class SelfAttention(nn.Module):
         b, t, h = x.shape
         # GLM's query_key_value output is [q | k | v] along the last dimension
         q, k, v = self.query_key_value(x).view(b, t, 3, self.num_heads, -1).unbind(2)
-        out = F.scaled_dot_product_attention(
+        out = attention(
             q.transpose(1, 2),
             k.transpose(1, 2),
             v.transpose(1, 2),
-            attn_mask=mask.unsqueeze(1),
-            dropout_p=self.dropout if self.training else 0.0,
+            mask.unsqueeze(1),
+            self.dropout if self.training else 0.0,
         )
         return self.output_dropout(self.dense(out.transpose(1, 2).reshape(b, t, h)))
 
