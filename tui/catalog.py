@@ -131,7 +131,7 @@ class Measured(_Strict):
     smoke_s: PositiveFloat
     full_s: PositiveFloat
     cores: PositiveInt  # the host's CPUs
-    load: float = Field(ge=0)  # its 1-minute load average while they ran (other work)
+    load: float = Field(ge=0)  # its highest 1-minute load average while they ran
 
 
 class Smoke(_Strict):

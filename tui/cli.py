@@ -171,7 +171,7 @@ def smoke_text(case: catalog.CaseSpec) -> str:
         return "--smoke: not timed yet"
     return (
         f"--smoke {_duration(took.smoke_s)}, full run {_duration(took.full_s)} on {took.config}"
-        f" (measured on a {took.cores}-CPU host at load {took.load:g})"
+        f" (measured on a {took.cores}-CPU host at a load up to {took.load:g})"
     )
 
 
