@@ -409,7 +409,7 @@ def test_a_hosts_message_shows_literally_in_row_note_status_and_log(tmp_path: Pa
             await wait_for(pilot, lambda: plain(note, width=300).strip() == f"node-a: {shown}")
             assert plain(status, width=300).strip().endswith(shown)
             assert str(table.get_cell("node-a", "note")) == shown
-            assert shown in log_text(screen)
+            await wait_for(pilot, lambda: shown in log_text(screen))  # drawn once sized
             await pilot.click("#host-note")  # nothing to click: the app stays
             await pilot.pause(0.2)
             assert app.is_running
