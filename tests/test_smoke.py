@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import csv
 import io
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -97,6 +101,28 @@ def test_fleetperf_cases_says_how_long_smoke_and_full_runs_take(
     for name in CASES:
         block = out.split(f"{name}  (", 1)[1].splitlines()[1]
         assert block.lstrip().startswith("--smoke ") and ", full run " in block, block
+
+
+def test_the_workload_refuses_a_smoke_flag_that_is_not_a_bool(tmp_path: Path) -> None:
+    case = catalog.load_case("glm-pytorch")
+    spec = catalog.resolve(case, catalog.load_config(case, CONFIG))
+    config = {"vendor": "cpu", "chip": "CPU", "precision": "fp32", "hp": spec.hp, "smoke": "yes"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "cases" / "glm-pytorch" / "run.py"),
+            *("--config", str(tmp_path / "config.json")),
+            *("--data-dir", str(tmp_path), "--run-dir", str(tmp_path)),
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO / "cases")},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().endswith("config.json: 'smoke': expected true or false")
 
 
 def test_a_smoke_run_is_left_out_of_history() -> None:
