@@ -416,8 +416,9 @@ class Run:
         """Close the window, reduce over the ranks, and on global rank 0 emit the ``result``.
 
         Metrics: the latest evaluation's values and the last window's loss (null where not
-        finite); for ``kind: inference``, p_infer_whole and p_infer_core (real tokens per
-        second of run.perf's window and of its forwards) beside tokens_per_s_per_device; then
+        finite); for ``kind: inference``, p_infer_whole and p_infer_core (positions computed,
+        padding included, per second of run.perf's window and of its forwards: FlagPerf's
+        count), p_infer_real_* (real tokens) and tokens_per_s_per_device; then
         ``metrics`` over them. Converged, unless given: the target reached
         where case.yaml has one, else a finite loss; ``passed``: the status where it is not
         ``converged`` (build_result). ``extra``: fields beyond the contract's.
