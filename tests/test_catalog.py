@@ -42,7 +42,14 @@ def test_seed_rows_of_distilbert() -> None:
     one = catalog.resolve(case, catalog.load_config(case, "nvidia/A100x1x1"))
     # The seed's "fp32" rows ran TF32 (issue 19): they run tf32; the precision column, not
     # fix_hp, shows it, as in the seed.
-    assert one.fix_hp == {"precision": "tf32", "train_batch_size": 96, "learning_rate": 0.00015}
+    # FlagPerf's config_A100x1x1.py also accumulates 8 batches (issue 27 point 3): a run
+    # setting, kept in hp and fix_hp, not in the seed's fix_hp column
+    assert one.fix_hp == {
+        "precision": "tf32",
+        "train_batch_size": 96,
+        "learning_rate": 0.00015,
+        "gradient_accumulation_steps": 8,
+    }
     assert one.seed_fix_hp == {"train_batch_size": 96, "learning_rate": 0.00015}
     assert (one.config.chip, one.config.nnodes, one.config.nproc_per_node) == ("A100", 1, 1)
     eight = catalog.resolve(case, catalog.load_config(case, "nvidia/A100x1x8"))
