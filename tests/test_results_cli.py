@@ -291,3 +291,22 @@ def test_one_run_prints_its_notes(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "\nnotes:\n  - loaded host: load 0.9\n\npeak" in out.stdout
     assert "\nnotes: none\n" in fleetperf("results", two, "--results", str(tmp_path)).stdout
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
+    """`fleetperf cases | head -1`: the pipe closes under the listing; fleetperf stops as a
+    shell tool does (exit 141), with nothing on stderr (before: a BrokenPipeError
+    traceback)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tui.cli", "cases"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.read(1)
+    proc.stdout.close()  # the reader is gone: the next write fails with EPIPE
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141, err
+    assert err == ""

@@ -483,6 +483,9 @@ def main(argv: list[str] | None = None) -> int:
     except UserInputError as exc:
         print(printable(f"fleetperf: error: {exc}"), file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader left (`fleetperf cases | head`): stop as a shell tool
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return 141  # 128 + SIGPIPE, as the shell reports a tool the pipe ended
 
 
 if __name__ == "__main__":
