@@ -3,11 +3,13 @@
     .venv/bin/python benchmarks/observer_effect.py [--rounds 5] [--set max_samples=800 ...]
 
 The same case and config (default: distilbert-pytorch cpu/CPUx1x1 on synthetic data, 50
-steps of batch 16 at seq 512), run interleaved A B A B ...:
+steps of batch 16 at seq 64, one torch thread as the config's env says), run interleaved
+A B A B ...:
 
 - A: ``fleetperf --batch`` on the local inventory (preflight, launch, polling, cleanup);
 - B: the case's entrypoint started directly, with the config.json that A's run resolved,
-  the same environment variables the launch module sets, and no controller.
+  the same environment variables the launch module sets (the config's env included, as
+  A's record keeps it), and no controller.
 
 Per round it prints both p_core rates and their ratio (A / B); then the median ratio, the
 fixed cost of A (command start to exit minus the workload's own e2e_time), the CPU-seconds
@@ -83,6 +85,9 @@ class Bench:
         poll_cpu = float((host_dir / "poll_cpu_s").read_text())
         log = [json.loads(x) for x in (run_dir / "events.jsonl").read_text().splitlines()]
         latency = [r["received"] - r["t"] for r in log if r.get("type") == "MetricSample"]
+        record = json.loads((run_dir / "result.json").read_text())
+        data_dir = str(self.data / self.args.case)
+        config_env = {k: v.replace("{data_dir}", data_dir) for k, v in record["config_env"].items()}
         return {
             "rc": rc,
             "p_core": result["metrics"]["p_core"],
@@ -91,17 +96,24 @@ class Bench:
             "poll_cpu_s": poll_cpu,
             "latency": latency,
             "config": run_dir / "config.json",
+            "config_env": config_env,
             "load": f"{load}->{loadavg()}",
         }
 
-    def direct(self, n: int, config: Path) -> dict:
+    def direct(self, n: int, config: Path, config_env: dict[str, str]) -> dict:
         run_dir = self.tmp / f"direct-{n}"
         run_dir.mkdir()
         case_dir = REPO / "cases" / self.args.case
         entry = yaml.safe_load((case_dir / "case.yaml").read_text())["entrypoint"]
         argv = [sys.executable, str(case_dir / entry), "--config", str(config)]
         argv += ["--data-dir", str(self.data / self.args.case), "--run-dir", str(run_dir)]
-        env = {**os.environ, "PYTHONPATH": str(REPO / "cases"), "PYTHONUNBUFFERED": "1"}
+        # the config's env too (OMP_NUM_THREADS...), as the launch gives the workload
+        env = {
+            **os.environ,
+            **config_env,
+            "PYTHONPATH": str(REPO / "cases"),
+            "PYTHONUNBUFFERED": "1",
+        }
         load = loadavg()
         _, _, rc = timed(argv, env, REPO)
         result = result_event(run_dir / "events.jsonl")
@@ -130,7 +142,7 @@ def main() -> int:
         rows = []
         for n in range(args.rounds):
             a = bench.through_fleetperf(n)
-            b = bench.direct(n, a["config"])
+            b = bench.direct(n, a["config"], a["config_env"])
             ratio = a["p_core"] / b["p_core"]
             rows.append((a, b, ratio))
             status = f"  (exit A {a['rc']}, B {b['rc']})" if a["rc"] or b["rc"] else ""
