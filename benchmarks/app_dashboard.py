@@ -24,9 +24,9 @@ from pathlib import Path
 
 import psutil
 
-from tui import catalog
 from tui.app.app import AppConfig, FleetperfApp
-from tui.events import MetricSample, RunStarted
+from tui.core import paths
+from tui.core.events import MetricSample, RunStarted
 
 RUN = "bench-run"
 PROBE_S = 0.05
@@ -94,7 +94,7 @@ async def bench(seconds: float, rate: int, n_hosts: int) -> dict[str, float]:
 
 
 async def _bench(tmp: Path, seconds: float, rate: int, n_hosts: int) -> dict[str, float]:
-    config = AppConfig(catalog.REPO_ROOT / "inventory" / "local.yml", tmp / "results", tmp / "data")
+    config = AppConfig(paths.REPO_ROOT / "inventory" / "local.yml", tmp / "results", tmp / "data")
     app = FleetperfApp(config)
     hosts = [f"node-{i:02d}" for i in range(n_hosts)]
     proc = psutil.Process()

@@ -1,14 +1,15 @@
 """Scale of the engine over a local fleet: N SSH hosts on this machine streaming the
-torch-free emitter case (tests/fixtures/cases/emitter) to one controller, through tui.session.
+torch-free emitter case (tests/fixtures/cases/emitter) to one controller, through
+tui.engine.session.
 
-For each N it brings up N hosts (tui/localfleet.py) and runs ``emitter`` on all of them in
+For each N it brings up N hosts (tui/localfleet/fleet.py) and runs ``emitter`` on all of them in
 one batch, either as N one-host runs at once (``--mode runs``: config CPUx1x1, which
 start together: one play of run.yml over all N hosts) or as one N-node run (``--mode
 nodes``: config CPUxNx1, torchrun on every host), and measures, from the typed events the
 engine hands its subscribers:
 
 - latency: ``received - t`` of every MetricSample (the workload stamps ``t`` when it
-  writes the line, the controller ``received`` when the host's follower, tui/stream.py,
+  writes the line, the controller ``received`` when the host's follower, tui/core/stream.py,
   hands it over; one clock, since the hosts are on this machine);
 - launch: seconds from ``Session.start`` until every host is in phase running, and until
   the controller holds a step from every host;
@@ -30,7 +31,7 @@ engine hands its subscribers:
 
     python benchmarks/fleet_scale.py --hosts 1 8 32 --steps 100 --interval 0.2 --mode runs
 
-Needs root (tui/localfleet.py). Prints one line of figures per N.
+Needs root (tui/localfleet/fleet.py). Prints one line of figures per N.
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ from pathlib import Path
 
 import yaml
 
-from tui import localfleet, session
-from tui.events import Event, HostState, MetricSample
+from tui.core.events import Event, HostState, MetricSample
+from tui.engine import session
+from tui.localfleet import fleet as localfleet
 
 REPO = Path(__file__).resolve().parents[1]
 EMITTER = REPO / "tests" / "fixtures" / "cases" / "emitter"

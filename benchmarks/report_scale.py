@@ -2,7 +2,7 @@
 
 Builds a results store of N synthetic run records (seeded noise around the seeds' figures
 on their A100 configs, and CPU figures on the CPU configs, with a few slow runs), each
-judged as the engine judges it (tui/references.py), the newest run of each case with an
+judged as the engine judges it (tui/results/references.py), the newest run of each case with an
 events.jsonl; then times ``fleetperf report`` on it (the real command, a fresh process).
 Target (issue 22): 1,000 runs in under 5 s, a page under 5 MB.
 
@@ -21,10 +21,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tui import catalog
-from tui.record import RunRecord, utc_iso
-from tui.references import verdict_for
-from tui.store import ResultStore
+from tui.catalog import catalog
+from tui.results.record import RunRecord, utc_iso
+from tui.results.references import verdict_for
+from tui.results.store import ResultStore
 
 REPO = Path(__file__).resolve().parents[1]
 A100 = "NVIDIA A100-SXM4-40GB"

@@ -2,7 +2,7 @@
 on the same two hosts of a local Slurm cluster (``fleetperf fleet up 2 --slurm``).
 
 Each run is the torch-free emitter case, ``cpu/CPUx2x1`` with 4 steps, through the
-engine (tui/session.py), once per executor in turn: through the login host as a Slurm
+engine (tui/engine/session.py), once per executor in turn: through the login host as a Slurm
 job, and started on node1 and node2 directly by the process executor. Measured from
 ``Session.start`` to the first workload event (the ``start`` record of a node) and to
 the run's end, median and range over ``--repeat`` runs of each.
@@ -27,9 +27,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tui import localfleet  # noqa: E402
-from tui.events import Event, RunFinished, WorkloadStarted  # noqa: E402
-from tui.session import Session  # noqa: E402
+from tui.core.events import Event, RunFinished, WorkloadStarted  # noqa: E402
+from tui.engine.session import Session  # noqa: E402
+from tui.localfleet import fleet as localfleet  # noqa: E402
 
 
 def process_inventory(workdir: Path) -> Path:

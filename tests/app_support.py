@@ -16,8 +16,8 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from tui.app.app import AppConfig, FleetperfApp
-from tui.record import RunRecord
-from tui.store import ResultStore
+from tui.results.record import RunRecord
+from tui.results.store import ResultStore
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_CASES = REPO / "tests" / "fixtures" / "cases"

@@ -12,8 +12,8 @@ from types import ModuleType
 
 from conftest import REPO
 
-from tui import catalog
-from tui.catalog import RunSpec
+from tui.catalog import catalog
+from tui.catalog.catalog import RunSpec
 
 CASES = REPO / "cases"
 LORA = "llama2_7b_finetune-pytorch"

@@ -6,8 +6,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from tui.record import RunRecord
-from tui.store import ResultStore
+from tui.results.record import RunRecord
+from tui.results.store import ResultStore
 
 DISTILBERT_COLUMNS = [
     "precision",

@@ -1,4 +1,4 @@
-"""Test hosts reached over SSH: the local fleet of ``tui/localfleet.py``, for tests.
+"""Test hosts reached over SSH: the local fleet of ``tui/localfleet/fleet.py``, for tests.
 
 Each host has its own network namespace, address and sshd, and its own overlays over
 /etc, /usr, /var and the other directories software writes: what a test does on a host
@@ -15,7 +15,7 @@ put stand-in hardware commands there with ``host.add_command``.
 
 from __future__ import annotations
 
-from tui.localfleet import Fleet, Host, available
+from tui.localfleet.fleet import Fleet, Host, available
 
 __all__ = ["TestHost", "TestNetwork", "available"]
 

@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from tui import catalog
-from tui.errors import UsageError, UserInputError
-from tui.events import Event, HostState, MetricSample, RunFinished, RunStarted
-from tui.eventtext import event_text
-from tui.references import flag_line
-from tui.session import Batch, Session
-from tui.store import interrupted_line
-from tui.tables import render
-from tui.term import printable
+from tui.catalog import catalog
+from tui.core.errors import UsageError, UserInputError
+from tui.core.events import Event, HostState, MetricSample, RunFinished, RunStarted
+from tui.core.eventtext import event_text
+from tui.core.term import printable
+from tui.engine.session import Batch, Session
+from tui.results.references import flag_line
+from tui.results.store import interrupted_line
+from tui.results.tables import render
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_FLAGGED = 3  # every run passed, but a metric is outside its band (docs/references.md)
@@ -63,7 +63,7 @@ class ProgressPrinter:
     names, messages and errors come from the fleet: printed with control codes escaped.
 
     A run's lines are held until a workload launches on one of its hosts (the tracker's
-    ``launched``, tui/fleet.py): a run refused in preflight shows one error line, no
+    ``launched``, tui/executors/fleet.py): a run refused in preflight shows one error line, no
     "started" line and no run id, as it leaves no record."""
 
     def __init__(self, out: TextIO, err: TextIO) -> None:

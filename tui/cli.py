@@ -12,13 +12,14 @@ from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
 
-from tui import catalog
-from tui.errors import CatalogError, InventoryError, UsageError, UserInputError
-from tui.paths import DEFAULT_INVENTORY, default_data_root, default_results_dir, store_path
-from tui.record import RUN_ID, STATUSES, RunRecord, utc_iso
-from tui.store import ResultStore, interrupted_line, mark_interrupted
-from tui.tables import FORMATS, config_env_text, peak_text, render
-from tui.term import printable
+from tui.catalog import catalog
+from tui.core import paths
+from tui.core.errors import CatalogError, InventoryError, UsageError, UserInputError
+from tui.core.paths import DEFAULT_INVENTORY, default_data_root, default_results_dir, store_path
+from tui.core.term import printable
+from tui.results.record import RUN_ID, STATUSES, RunRecord, utc_iso
+from tui.results.store import ResultStore, interrupted_line, mark_interrupted
+from tui.results.tables import FORMATS, config_env_text, peak_text, render
 
 MAX_DAYS = 36525  # --older-than: a century; past it, no run is that old
 # Options of a headless run that the app does not take (option -> argparse dest).
@@ -188,7 +189,7 @@ def cmd_prepare(case_name: str, synthetic: bool, data_root: Path, src: Path | No
         argv.append("--synthetic")
     if src is not None:
         argv += ["--from", str(src.resolve())]
-    env = {**os.environ, "PYTHONPATH": str(catalog.HARNESS_DIR)}
+    env = {**os.environ, "PYTHONPATH": str(paths.HARNESS_DIR)}
     # prepare.py (harness.prepare_main) writes the data manifest the record reads.
     return subprocess.run(argv, env=env, check=False).returncode
 
@@ -267,7 +268,7 @@ def notes_text(record: RunRecord) -> str:
 
 
 def cmd_report(args: argparse.Namespace, results_dir: Path) -> int:
-    from tui import report
+    from tui.results import report
 
     since = None
     if args.since:
@@ -332,7 +333,7 @@ def _prune(store: ResultStore, records: list[RunRecord], results_dir: Path) -> i
 
 def cmd_cleanup(results_dir: Path, data_root: Path) -> int:
     """playbooks/stop.yml for every interrupted run not cleaned yet, on its hosts."""
-    from tui import fleet
+    from tui.executors import fleet
 
     code = 0
     with _open_store(results_dir) as store:
@@ -395,7 +396,7 @@ def _app(name: str, *args: object) -> int:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """A command line (not ``fleet``, tui/localfleet.py's) as main reads it: a subcommand,
+    """A command line (not ``fleet``, tui/localfleet/fleet.py's) as main reads it: a subcommand,
     ``--batch`` and its options, or the app with -i, --results and --data-root only.
     argparse's exit 2 with one line for what it refuses."""
     if argv and argv[0] in SUBCOMMANDS:
@@ -420,11 +421,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         if argv and argv[0] == "fleet":  # local SSH hosts: fleetperf fleet up N | down
-            from tui.localfleet import main as fleet_main
+            from tui.localfleet.fleet import main as fleet_main
 
             return fleet_main(argv[1:])
         if argv and argv[0] == "provision":  # provision.yml, told per host and role
-            from tui.provision import main as provision_main
+            from tui.engine.provision import main as provision_main
 
             return provision_main(argv[1:])
         if argv and argv[0] in SUBCOMMANDS:
@@ -435,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
                 data_root = args.data_root or default_data_root()
                 return cmd_prepare(args.case, args.synthetic, data_root, args.src)
             if args.command == "new-case":
-                from tui.newcase import new_case
+                from tui.catalog.newcase import new_case
 
                 print(f"wrote {new_case(args.name)} (next: docs/new-case.md)")
                 return 0

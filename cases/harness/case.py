@@ -2,7 +2,7 @@
 config.json must hold (each key of ``defaults``, of its default's type, one of its
 ``choices`` where the case lists them), the data paths (``requires``), the target, and the
 case's own metrics. The controller's catalog
-(tui/catalog.py) checks the same file, bounds included, before launch; here the workload
+(tui/catalog/catalog.py) checks the same file, bounds included, before launch; here the workload
 checks what it was handed once, and nothing falls back to a default.
 """
 

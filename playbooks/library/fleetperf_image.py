@@ -6,7 +6,7 @@ module: fleetperf_image
 short_description: Refuse a host whose fleetperf image is missing, stale or another image
 description:
   - Looks up O(image) (a tag made from a hash of the image's build context, see
-    tui/images.py) on the host's docker engine, and checks that the image under it carries
+    tui/catalog/images.py) on the host's docker engine, and checks that the image under it carries
     the whole hash, O(context), in its label org.fleetperf.context (set at build). Fails
     with one line naming O(host), the tag, what the engine has instead (an older build of
     the same repository is stale; a tag re-pointed at an image built from anything else is
@@ -52,7 +52,7 @@ EXAMPLES = r"""
     host: "{{ inventory_hostname }}"
     image: fleetperf/nvidia:3f2a9c1b7d4e
     context: 3f2a9c1b7d4e5a6f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7
-    build_command: python -m tui.images build nvidia
+    build_command: python -m tui.catalog.images build nvidia
   register: checked
 
 - name: Run what was checked, by id
@@ -76,7 +76,7 @@ image_id:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.fleetperf_docker import client, require_sdk
 
-LABEL = "org.fleetperf.context"  # tui/images.py
+LABEL = "org.fleetperf.context"  # tui/catalog/images.py
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ description:
     another run holds the host lease and does not let go within O(lease_wait_s).
   - Creates O(run_root)/O(run_id), writes O(config) there as C(config.json), and creates
     the empty C(events.jsonl) that it returns as C(events); the controller follows it
-    (tui/stream.py) from before the launch, and C(tail -F) on a file that does not exist
+    (tui/core/stream.py) from before the launch, and C(tail -F) on a file that does not exist
     yet falls back to polling once a second instead of inotify.
   - The lease is O(run_root)/fleetperf.lease, a JSON file naming the run and its
     controller. It is stale, and taken over, when its run's workload no longer runs (a process
@@ -78,7 +78,7 @@ options:
       environment, without importing them).
     type: str
   imports:
-    description: Top-level modules the workload imports (tui/caseimports.py) -> the
+    description: Top-level modules the workload imports (tui/catalog/caseimports.py) -> the
       distribution that provides each, for the message. Checked only with O(python).
     type: dict
     default: {}

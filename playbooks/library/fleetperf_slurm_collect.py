@@ -13,7 +13,7 @@ description:
     as member C(NODE/NAME), in a new private directory beside the run dir, returned as
     C(dir).
   - The play fetches that one file to a name the controller chose; the controller unpacks
-    it and checks every node name itself (tui/paths.py C(host_path)), so nothing a host
+    it and checks every node name itself (tui/core/paths.py C(host_path)), so nothing a host
     returns ever names a path on the controller.
 options:
   run_dir: {description: The run's directory (shared)., type: path, required: true}

@@ -26,7 +26,7 @@ description:
     C(exit_code) that is no regular file as code -1). What it writes (C(events.offset),
     C(heartbeat), C(poll_cpu_s)) replaces the name atomically, and C(exit_code) is created
     only where nothing is; no file is ever written through a link.
-  - With O(lines=false) (a host whose file the controller follows itself, tui/stream.py)
+  - With O(lines=false) (a host whose file the controller follows itself, tui/core/stream.py)
     it returns no lines and holds until the workload ended, a stall, a time-out or
     O(wait); C(events_bytes), the file's size, tells the follower how much to wait for.
   - A process workload has ended once its C(exit_code) exists. A container's has ended once
@@ -180,7 +180,7 @@ TICK_S = 0.1  # how often a hold looks at the files: the latency floor of a poll
 ENGINE_S = 0.5  # how often a hold asks the docker engine whether the container ended
 HEARTBEAT_S = 5.0
 STDERR_TAIL_BYTES = 2000
-MAX_LINE_BYTES = 64 * 1024  # tui/events.py's limit: a longer event line goes back cut
+MAX_LINE_BYTES = 64 * 1024  # tui/core/events.py's limit: a longer event line goes back cut
 
 
 def read_new(path: str, offset: int, max_bytes: int) -> tuple[list[str], int]:

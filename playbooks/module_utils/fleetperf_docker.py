@@ -30,7 +30,7 @@ ALIVE = ("created", "running", "restarting", "paused")  # docker's states of a l
 # The launch module's ``container`` option (argument spec suboptions): the vendor's settings
 # (group_vars) and the run's. Paths are the host's, mounted at the same path.
 CONTAINER_OPTIONS: dict[str, Any] = {
-    "image": {"type": "str", "required": True},  # the expected tag (tui/images.py)
+    "image": {"type": "str", "required": True},  # the expected tag (tui/catalog/images.py)
     "case": {"type": "str", "required": True},
     "mounts_ro": {"type": "list", "elements": "path", "default": []},  # data, case code
     "host_network": {"type": "bool", "default": False},  # multi-node runs only

@@ -31,7 +31,7 @@ IDENTITY = "workload.id"  # JSON: pid, boot_id, start (clock ticks after boot)
 def staging_hint(case: str) -> str:
     """The command that stages a case's missing data, for a refusal: the one that works
     with no data at hand (``prepare`` alone is refused); the controller adds ``--data-root``
-    where its data root is not the default (tui/session.py)."""
+    where its data root is not the default (tui/engine/session.py)."""
     return (
         f"stage it with: fleetperf prepare {case} --synthetic;"
         " for the real data, --from DIR in place of --synthetic"
@@ -83,7 +83,7 @@ def plain(name: str) -> bool:
 
 
 # A member cut to its limit carries the file's whole size in this pax header, for the
-# controller's notes (tui/fleet.py unpack_host_files).
+# controller's notes (tui/executors/fleet.py unpack_host_files).
 CUT_HEADER = "FLEETPERF.size"
 KEEPS = ("head", "tail")
 

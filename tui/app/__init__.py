@@ -16,7 +16,7 @@ def main(
     defaults where None); ``read_only``: as served in a browser (no provisioning, no
     chosen export path)."""
     from tui.app.app import AppConfig, FleetperfApp
-    from tui.paths import DEFAULT_INVENTORY, default_data_root, default_results_dir
+    from tui.core.paths import DEFAULT_INVENTORY, default_data_root, default_results_dir
 
     config = AppConfig(
         inventory=(inventory or DEFAULT_INVENTORY).resolve(),

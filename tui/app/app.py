@@ -15,16 +15,16 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widget import AwaitMount
 
-from tui import catalog
 from tui.app.feed import RunFeed
 from tui.app.screens.cases import CasesScreen
 from tui.app.screens.dashboard import DashboardScreen
 from tui.app.screens.dialogs import ConfirmScreen, HelpScreen
 from tui.app.screens.hosts import HostsScreen
 from tui.app.screens.results import ResultsScreen
-from tui.paths import store_path
-from tui.session import Batch, RunHandle, RunPlan, Session
-from tui.term import printable
+from tui.core import paths
+from tui.core.paths import store_path
+from tui.core.term import printable
+from tui.engine.session import Batch, RunHandle, RunPlan, Session
 
 # The footer shows the four screen keys as one group ("1234 screens"); help names each.
 SCREENS = Binding.Group("screens", compact=True)
@@ -35,7 +35,7 @@ class AppConfig:
     inventory: Path
     results_dir: Path
     data_root: Path
-    cases_dir: Path = catalog.CASES_DIR
+    cases_dir: Path = paths.CASES_DIR
     # Served in a browser without --allow-write: no provisioning (root on the hosts) and
     # exports only to the results directory, never to a path typed in the page.
     read_only: bool = False

@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tui.events import (
+from tui.core.events import (
     EvalSample,
     HostState,
     MetricSample,
@@ -23,7 +23,7 @@ from tui.events import (
     WorkloadError,
     WorkloadStarted,
 )
-from tui.eventtext import event_text
+from tui.core.eventtext import event_text
 
 SERIES_POINTS = 600  # per run and chart: five minutes at two ticks a second
 LOG_LINES = 500

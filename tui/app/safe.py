@@ -3,7 +3,7 @@
 A str given to a Label, Static, Tree node or DataTable cell is read as content markup:
 ``[/x]`` in a run's error raises MarkupError, ``[@click=app.quit]`` becomes an action,
 ``[rank0]:`` vanishes as an unknown tag. A Text is shown as it is; its control codes are
-escaped first (tui.term.printable), or the terminal would obey them.
+escaped first (tui.core.term.printable), or the terminal would obey them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.text import Text
 
-from tui.term import printable
+from tui.core.term import printable
 
 
 def literal(text: object, **kwargs: Any) -> Text:

@@ -15,10 +15,11 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Label, Static, Tree
 from textual.widgets.tree import TreeNode
 
-from tui import catalog, inventory
 from tui.app.safe import literal
 from tui.app.widgets.picktree import PickTree
-from tui.errors import UserInputError
+from tui.catalog import catalog
+from tui.core.errors import UserInputError
+from tui.engine import inventory
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp

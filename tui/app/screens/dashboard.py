@@ -16,7 +16,7 @@ from tui.app.safe import literal
 from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.widgets.charts import Chart, RunProgress
 from tui.app.widgets.hosttable import HostTable
-from tui.references import rate_references
+from tui.results.references import rate_references
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp

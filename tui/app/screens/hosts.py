@@ -14,12 +14,12 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Label, Tree
 
-from tui import hostcheck, inventory
 from tui.app.safe import literal
 from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.widgets.picktree import PickTree
-from tui.errors import UserInputError
-from tui.term import printable
+from tui.core.errors import UserInputError
+from tui.core.term import printable
+from tui.engine import hostcheck, inventory
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp

@@ -16,13 +16,13 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Static
 
-from tui import safefile
 from tui.app.safe import literal
-from tui.compare import compare
-from tui.record import RunRecord
-from tui.references import check_rows
-from tui.store import ResultStore, StoreError
-from tui.tables import FORMATS, config_env_text, peak_text, render, short_id
+from tui.core import safefile
+from tui.results.compare import compare
+from tui.results.record import RunRecord
+from tui.results.references import check_rows
+from tui.results.store import ResultStore, StoreError
+from tui.results.tables import FORMATS, config_env_text, peak_text, render, short_id
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp

@@ -10,7 +10,7 @@ changing every tick that was the dashboard's worst event-loop stalls
 It shows what the dashboard's DataTable showed (cursor_type="row", zebra stripes, one-line
 rows, a left-aligned bold header, one cell of padding each side) in the same theme colours;
 tests compare the two line by line. Cells are host text shown as it is: never markup, its
-control codes escaped (tui.term.printable).
+control codes escaped (tui.core.term.printable).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from tui.term import printable
+from tui.core.term import printable
 
 PAD = 1  # blank cells each side of a cell, as DataTable's default cell_padding
 HEADER = 1  # lines

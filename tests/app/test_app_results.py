@@ -1,0 +1,254 @@
+"""The Results screen: history from the store, filters, seeds' table, compare, export."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from app_support import history, make_app, plain, run, seed_store, wait_for
+from textual.widgets import DataTable, Input, Select, Static
+
+from tui.app.screens.results import ExportScreen, ResultsScreen
+from tui.results.compare import compare
+from tui.results.record import Peak
+from tui.results.store import ResultStore
+from tui.results.tables import render
+
+
+def test_compare_flags_a_change_outside_the_earlier_spread() -> None:
+    records = {r.run_id: r for r in history()}
+    same_config = [r for r in records.values() if r.config == "A100x1x8"]
+    compared = compare(records["run-3"], records["run-new"], same_config)
+    rows = {c.metric.name: c for c in compared.changes}
+    p_whole = rows["p_whole"]
+    assert (p_whole.before, p_whole.after) == (1760.0, 1500.0)
+    assert p_whole.change == (1500.0 - 1760.0) / 1760.0
+    assert p_whole.spread == (1700.0, 1760.0) and p_whole.outside
+    assert p_whole.better is False  # samples/s: higher is better
+    assert rows["p_train"].spread == (1780.0, 1810.0) and not rows["p_train"].outside
+    assert rows["acc"].spread == (0.915, 0.915) and rows["acc"].outside  # every earlier run
+    assert rows["e2e_time"].outside and rows["e2e_time"].better is False  # slower
+    # Too few earlier runs: no spread, nothing flagged.
+    few = compare(records["run-0"], records["run-1"], same_config)
+    assert all(c.spread is None and not c.outside for c in few.changes)
+
+
+def test_compare_names_other_hyperparameters_and_leaves_loaded_hosts_out() -> None:
+    """Issue 29 point 6: a max_samples=800 run beside a 3200-sample one was compared without
+    a word, and the earlier spread took in a run on a loaded host."""
+    records = {r.run_id: r.model_copy(update={"hp": {"max_samples": 3200}}) for r in history()}
+    short = records["run-3"].model_copy(update={"hp": {"max_samples": 800}})
+    loaded = records["run-2"].model_copy(
+        update={"run_id": "run-busy", "load_per_cpu": 1.5, "metrics": {"p_whole": 900.0}}
+    )
+    earlier = [r for r in records.values() if r.run_id != "run-3"] + [short, loaded]
+    compared = compare(short, records["run-new"], earlier)
+    assert compared.differs == ["max_samples 800 -> 3200"]
+    assert compared.load_apart == "1 comparable run(s) on a loaded host left out"
+    assert compared.spread_runs == 3  # run-0..2: run-3 is now the 800-sample run
+    p_whole = next(c for c in compared.changes if c.metric.name == "p_whole")
+    assert p_whole.spread == (1700.0, 1740.0) and p_whole.outside  # 900 not in it
+    same = compare(records["run-2"], records["run-new"], earlier)
+    assert same.differs == []  # like for like: nothing said
+    busy = compare(loaded, records["run-new"], earlier)
+    assert busy.differs == ["host loaded (load 1.5 per CPU) -> quiet"]
+
+
+def test_history_filters_compare_and_export(tmp_path: Path) -> None:
+    records = seed_store(tmp_path / "results")
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            await pilot.press("4")
+            screen = app.screen
+            assert isinstance(screen, ResultsScreen)
+            table = screen.query_one("#history", DataTable)
+            await wait_for(pilot, lambda: table.row_count == len(records))
+            # Newest first.
+            assert str(table.coordinate_to_cell_key((0, 0)).row_key.value) == "run-new"
+            pane = screen.query_one("#result-view", Static)
+            assert "### distilbert-pytorch" in plain(pane)  # the seeds' table of what is shown
+            screen.query_one("#filter-config", Select).value = "A100x2x8"
+            await wait_for(pilot, lambda: table.row_count == 1)
+            screen.query_one("#filter-config", Select).value = "A100x1x8"
+            await wait_for(pilot, lambda: table.row_count == len(records) - 1)
+            table.focus()
+            await pilot.press("d")  # fewer than two marked: a notice
+            assert any("exactly two" in str(n.message) for n in app._notifications)
+            await pilot.press("space", "down", "space")  # run-new and run-3
+            assert screen.marked == ["run-new", "run-3"]
+            await pilot.press("d")
+            text = plain(pane, width=140)
+            assert "-14.8%" in text  # p_whole 1760 -> 1500
+            (p_whole,) = [ln for ln in text.splitlines() if "p_whole (" in ln]
+            assert "1700.0..1760.0" in p_whole and "! outside" in p_whole
+            # run-new set train_batch_size 96, run-3 left it at its default: said so.
+            assert "not like for like: train_batch_size (default) -> 96" in text
+            assert "earlier spread: 4 comparable passed run(s) of the newer run" in text
+            # Export the two marked runs in each format.
+            for fmt in ("md", "csv", "json"):
+                await pilot.press("e")
+                button = f"#export-{fmt}"
+                await wait_for(pilot, lambda b=button: bool(app.screen.query(b)))
+                assert isinstance(app.screen, ExportScreen)
+                app.screen.query_one("#export-path").value = str(tmp_path / "out" / f"x.{fmt}")
+                await pilot.click(button)
+                await wait_for(pilot, lambda: isinstance(app.screen, ResultsScreen))
+            marked = sorted(
+                (r for r in records if r.run_id in ("run-3", "run-new")), key=lambda r: r.started
+            )
+            assert (tmp_path / "out" / "x.md").read_text() == render(marked, "md") + "\n"
+            assert (tmp_path / "out" / "x.csv").read_text() == render(marked, "csv") + "\n"
+            exported = json.loads((tmp_path / "out" / "x.json").read_text())
+            assert [r["run_id"] for r in exported] == ["run-3", "run-new"]
+
+    run(scenario())
+
+
+def test_no_store_yet_says_so(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("4")
+            await wait_for(pilot, lambda: bool(app.screen.query("#result-view")))
+            pane = app.screen.query_one("#result-view", Static)
+            await wait_for(pilot, lambda: "No results store" in plain(pane))
+            assert not (tmp_path / "results" / "fleetperf.sqlite").exists()
+
+    run(scenario())
+
+
+# A run's error as hosts write them: torchrun's rank prefix, text that reads as markup
+# (a closing tag with no opening one, an action), and escape sequences (window title, clear).
+HOSTILE_ERROR = "[rank0]: boom [/x] [@click=app.quit] \x1b]0;evil\x07\x1b[2J"
+
+
+def test_a_run_error_shows_literally_and_its_escapes_do_not_reach_the_terminal(
+    tmp_path: Path,
+) -> None:
+    record = history()[0].model_copy(update={"status": "failed", "error": HOSTILE_ERROR})
+    with ResultStore(tmp_path / "results" / "fleetperf.sqlite") as store:
+        store.add(record)
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await pilot.press("4")
+            screen = app.screen
+            table = screen.query_one("#history", DataTable)
+            await wait_for(pilot, lambda: table.row_count == 1)
+            pane = screen.query_one("#result-view", Static)
+            await wait_for(pilot, lambda: "failed:" in plain(pane, width=300))
+            text = plain(pane, width=300)
+            assert "failed: [rank0]: boom [/x] [@click=app.quit] " in text
+            assert "\\u001b]0;evil\\u0007\\u001b[2J" in text  # shown, not obeyed
+            assert "\x1b" not in text and "\x07" not in text
+            assert str(table.get_cell("run-0", "status")) == "failed"
+            await pilot.click("#result-view")  # a click on the error: no action runs
+            await pilot.pause(0.2)
+            assert app.is_running
+
+    run(scenario())
+
+
+def test_read_only_export_writes_under_the_results_directory_only(tmp_path: Path) -> None:
+    seed_store(tmp_path / "results")
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        app.config = replace(app.config, read_only=True)  # as fleetperf serve starts it
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            await pilot.press("4")
+            table = app.screen.query_one("#history", DataTable)
+            await wait_for(pilot, lambda: table.row_count > 0)
+            table.focus()
+            await pilot.press("e")
+            await wait_for(pilot, lambda: isinstance(app.screen, ExportScreen))
+            path = app.screen.query_one("#export-path", Input)
+            assert path.disabled
+            path.value = str(tmp_path / "elsewhere" / "x.md")  # what typing could not do
+            await pilot.click("#export-md")
+            await wait_for(pilot, lambda: isinstance(app.screen, ResultsScreen))
+            assert not (tmp_path / "elsewhere").exists()
+            (written,) = (tmp_path / "results" / "exports").iterdir()
+            assert written.name.startswith("fleetperf-") and written.suffix == ".md"
+            assert any("written to" in str(n.message) for n in app._notifications)
+
+    run(scenario())
+
+
+def test_one_marked_run_shows_what_its_mfu_divides_and_its_config_env(tmp_path: Path) -> None:
+    records = history()
+    peak = Peak(
+        chip="A100",
+        math="tf32",
+        datasheet_flops=156e12,
+        measured_flops=120e12,
+        model_flops_per_s_per_device=31.2e12,
+    )
+    newest = max(records, key=lambda r: r.started)
+    records = [
+        r.model_copy(update={"peak": peak, "config_env": {"BKCL_FORCE_SYNC": "1"}})
+        if r is newest
+        else r
+        for r in records
+    ]
+    with ResultStore(tmp_path / "results" / "fleetperf.sqlite") as store:
+        for record in records:
+            store.add(record)
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("4")
+            table = app.screen.query_one("#history", DataTable)
+            await wait_for(pilot, lambda: table.row_count == len(records))
+            pane = app.screen.query_one("#result-view", Static)
+            assert "datasheet peak" not in plain(pane)  # several runs: the table alone
+            table.focus()
+            await pilot.press("space")  # the newest run, first row
+            await wait_for(pilot, lambda: "datasheet peak" in plain(pane, width=140))
+            text = plain(pane, width=140)
+            assert "156 TFLOP/s" in text and "31.2 TFLOP/s" in text and "math" in text
+            assert "BKCL_FORCE_SYNC=1" in text
+
+    run(scenario())
+
+
+def test_a_run_id_typed_as_fleetperf_results_takes_it(tmp_path: Path) -> None:
+    """Issue 29 point 4 in the app: the run column shows the short form; the run id field
+    takes it (or any unique prefix), clears a filter that hides the run, marks it; an
+    ambiguous one is refused naming the matches."""
+    seed_store(tmp_path / "results")
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            await pilot.press("4")
+            screen = app.screen
+            table = screen.query_one("#history", DataTable)
+            await wait_for(pilot, lambda: table.row_count == 6)
+            assert str(table.get_cell("run-x8", "run")) == "x8"  # short_id's tail
+            screen.query_one("#filter-config", Select).value = "A100x1x8"  # hides run-x8
+            await wait_for(pilot, lambda: table.row_count == 5)
+            search = screen.query_one("#run-search", Input)
+            search.focus()
+            await pilot.press(*"x8", "enter")
+            await wait_for(pilot, lambda: screen.marked == ["run-x8"])
+            assert table.row_count == 6  # the filter that hid it is cleared
+            assert screen._cursor_run() == "run-x8"
+            search.value = ""
+            search.focus()
+            await pilot.press(*"run-", "enter")
+            await wait_for(
+                pilot, lambda: any("ambiguous" in str(n.message) for n in app._notifications)
+            )
+            (notice,) = [
+                str(n.message) for n in app._notifications if "ambiguous" in str(n.message)
+            ]
+            assert notice.startswith("run 'run-' is ambiguous: 6 runs match (run-0, run-1,")
+            assert screen.marked == ["run-x8"]
+
+    run(scenario())

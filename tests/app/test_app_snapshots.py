@@ -1,0 +1,104 @@
+"""Each screen at a fixed size with fixed data (pytest-textual-snapshot).
+
+Update after a deliberate change with ``pytest tests/test_app_snapshots.py --snapshot-update``
+and look at the SVGs under tests/__snapshots__/ before committing them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from app_support import fixed_inventory, make_app, plain, seed_store, wait_for
+from test_app_dashboard import metric
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Static
+
+from tui.app.widgets.hosttable import HostTable
+from tui.core.events import HostState, RunFinished, RunStarted
+
+RUN = "20261122-070000-emitter-0001"
+
+
+@pytest.fixture(params=[(100, 30), (80, 24)], ids=["100x30", "80x24"])
+def size(request: pytest.FixtureRequest) -> tuple[int, int]:
+    """Every screen at a roomy size and at the smallest the app supports (80x24)."""
+    return request.param
+
+
+async def _cases_ready(pilot: Pilot) -> None:
+    hosts = pilot.app.screen.query_one("#run-hosts", Static)
+    await wait_for(pilot, lambda: "localhost" in plain(hosts))
+
+
+def test_cases_screen(snap_compare, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
+    assert snap_compare(app, terminal_size=size, run_before=_cases_ready)
+
+
+def test_cases_screen_light_theme_with_a_bad_override(
+    snap_compare, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
+
+    async def before(pilot: Pilot) -> None:
+        pilot.app.theme = "textual-light"
+        await _cases_ready(pilot)
+        await pilot.press("down", "space", "o", *"steps=0 interval_s=0.5")
+        await pilot.press("home")
+
+    assert snap_compare(app, terminal_size=size, run_before=before)
+
+
+def test_hosts_screen(
+    snap_compare, tmp_path: Path, size: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the subtitle names the inventory relative to it
+    app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
+
+    async def before(pilot: Pilot) -> None:
+        await pilot.press("2")
+        table = pilot.app.screen.query_one("#hosts", DataTable)
+        await wait_for(pilot, lambda: table.row_count == 1)
+        await wait_for(
+            pilot, lambda: str(table.get_cell("localhost", "reachable")) == "yes", timeout=120
+        )
+
+    assert snap_compare(app, terminal_size=size, run_before=before)
+
+
+def test_runs_screen(snap_compare, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
+
+    async def before(pilot: Pilot) -> None:
+        feed = pilot.app.feed
+        hosts = ["node-a", "node-b"]
+        feed.add_run(RUN, "emitter", "cpu/CPUx2x1", hosts, {"max_samples": 400})
+        feed.push(RunStarted(RUN, "emitter", "cpu/CPUx2x1", hosts, 0.0))
+        for step in range(1, 41):  # one chart point per step: a fixed series
+            for host in hosts:
+                feed.push(metric(host, step, 1000.0 + step, loss=2.0 / step))
+            feed.take()
+        feed.push(HostState(RUN, "node-b", "failed", "host node-b: failed: out of memory"))
+        feed.push(RunFinished(RUN, "failed", "host node-b: failed: out of memory", 1050.0))
+        await pilot.press("3")
+        table = pilot.app.screen.query_one("#host-table", HostTable)
+        await wait_for(pilot, lambda: str(table.get_cell("node-b", "state")) == "failed")
+        await pilot.pause(0.6)
+
+    assert snap_compare(app, terminal_size=size, run_before=before)
+
+
+def test_results_screen_comparing_two_runs(
+    snap_compare, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    seed_store(tmp_path / "results")
+    app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
+
+    async def before(pilot: Pilot) -> None:
+        await pilot.press("4")
+        table = pilot.app.screen.query_one("#history", DataTable)
+        await wait_for(pilot, lambda: table.row_count == 6)
+        table.focus()
+        await pilot.press("space", "down", "down", "space", "d")
+
+    assert snap_compare(app, terminal_size=size, run_before=before)

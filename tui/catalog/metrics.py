@@ -1,0 +1,59 @@
+"""The metrics a case may report and the columns its report names: the registry
+(``harness.metrics``) plus what a case declares in case.yaml (``metrics:``)."""
+
+from __future__ import annotations
+
+import re
+
+from harness.metrics import Metric, registry
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# Report columns that are not metrics: the tables build them from other fields.
+TABLE_ONLY_COLUMNS = ("precision", "fix_hp", "mem")
+# Seed 003 writes "token/p/s", seed 004 and DESIGN's metric table "tokens/p/s": both name
+# the same metric; "MFU" is the seeds' header for mfu.
+COLUMN_ALIASES = {
+    "token/p/s": "tokens_per_s_per_device",
+    "tokens/p/s": "tokens_per_s_per_device",
+    "MFU": "mfu",
+}
+# "acc(MMLU)" (seed 003): a known column with a qualifier, shown verbatim as the header.
+QUALIFIED = re.compile(r"^(?P<key>[^()]+)\((?P<qualifier>[^()]+)\)$")
+
+
+class CaseMetric(BaseModel):
+    """A metric a case declares in case.yaml (``metrics:``): the registry's fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    unit: str
+    higher_is_better: bool | None
+    fmt: str = ".1f"
+    meaning: str
+
+    @field_validator("fmt")
+    @classmethod
+    def _valid_fmt(cls, value: str) -> str:
+        if value != "pct":
+            format(1.5, value)  # ValueError for a spec Python cannot apply
+        return value
+
+    def metric(self) -> Metric:
+        return Metric(self.name, self.unit, self.higher_is_better, self.fmt, self.meaning)
+
+
+def metric_registry(case_metrics: list[CaseMetric]) -> dict[str, Metric]:
+    """The standard metrics and a case's own; ValueError if the case redefines a standard one."""
+    return registry(m.metric() for m in case_metrics)
+
+
+def column_key(spec: str, metrics: dict[str, Metric]) -> str:
+    """The metric/table key a report column names; ValueError for an unknown one."""
+    match = QUALIFIED.match(spec)
+    key = match.group("key") if match else spec
+    key = COLUMN_ALIASES.get(key, key)
+    if key not in metrics and key not in TABLE_ONLY_COLUMNS:
+        known = ", ".join((*TABLE_ONLY_COLUMNS, *metrics, *COLUMN_ALIASES))
+        raise ValueError(f"unknown report column {spec!r} (known: {known})")
+    return key

@@ -1,0 +1,105 @@
+"""The inventory as our playbooks see it, and the hosts a run goes to."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tui.catalog.catalog import RunSpec
+from tui.core.errors import InventoryError
+from tui.executors.ansiblerun import PLAYBOOKS, ansible_env
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """An inventory as ansible sees it for our playbooks (their group_vars included)."""
+
+    path: Path
+    groups: dict[str, Any]
+    hostvars: dict[str, dict[str, Any]]
+
+    def group_hosts(self, group: str) -> list[str]:
+        node = self.groups.get(group) or {}
+        hosts = list(node.get("hosts", []))
+        for child in node.get("children", []):
+            hosts += [h for h in self.group_hosts(child) if h not in hosts]
+        return hosts
+
+    def var(self, host: str, name: str) -> Any:
+        """A host variable, None where unset or a template only a play can render."""
+        value = self.hostvars.get(host, {}).get(name)
+        return None if isinstance(value, str) and "{{" in value else value
+
+    def candidates(self, vendor: str, chip: str, devices: int) -> list[str]:
+        """Hosts of the vendor's group whose chip (``fleetperf_chip``) is ``chip`` and that
+        have at least ``devices`` devices (``fleetperf_devices``, where set)."""
+        out = []
+        for host in self.group_hosts(vendor):
+            host_chip, count = self.var(host, "fleetperf_chip"), self.var(host, "fleetperf_devices")
+            if host_chip is not None and str(host_chip).lower() != chip.lower():
+                continue
+            if count is not None and int(count) < devices:
+                continue
+            out.append(host)
+        return out
+
+
+def load_inventory(path: Path) -> Inventory:
+    """``ansible-inventory --list`` with the playbooks' directory, so their group_vars
+    (chips, executors, images) count as a play would see them."""
+    if not path.is_file():
+        raise InventoryError(f"inventory {path}: no such file")
+    argv = [
+        str(Path(sys.executable).parent / "ansible-inventory"),
+        "-i",
+        str(path),
+        "--list",
+        "--playbook-dir",
+        str(PLAYBOOKS),
+    ]
+    proc = subprocess.run(argv, env=ansible_env(), capture_output=True, text=True, check=False)
+    try:
+        data = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except json.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
+        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+        raise InventoryError(f"inventory {path}: {lines[-1] if lines else 'unreadable'}")
+    hostvars = (data.pop("_meta", None) or {}).get("hostvars", {})
+    return Inventory(path=path, groups=data, hostvars=hostvars)
+
+
+def executor_of(inv: Inventory, host: str) -> str:
+    return str(inv.var(host, "fleetperf_executor") or "process")
+
+
+def select_hosts(inv: Inventory, spec: RunSpec, used: dict[str, int] | None = None) -> list[str]:
+    """``nnodes`` hosts that fit the config, the least used so far first, kept in
+    inventory order (the first is the master). A group of Slurm login hosts gives one
+    of them: Slurm chooses the nodes (checked before the job is submitted)."""
+    cfg = spec.config
+    group = inv.group_hosts(cfg.vendor)
+    logins = [h for h in group if executor_of(inv, h) == "slurm"]
+    if logins and len(logins) != len(group):
+        raise InventoryError(
+            f"inventory {inv.path}: group {cfg.vendor!r} mixes Slurm login hosts"
+            f" ({', '.join(logins)}) with other hosts: give Slurm a group of its own"
+        )
+    if logins:
+        return [min(logins, key=lambda h: (used or {}).get(h, 0))]
+    fits = inv.candidates(cfg.vendor, cfg.chip, cfg.nproc_per_node)
+    if len(fits) < cfg.nnodes:
+        which = "" if len(fits) == len(group) else f" with chip {cfg.chip}"
+        if len(fits) != len(group) and any(inv.var(h, "fleetperf_devices") for h in group):
+            which += f" and {cfg.nproc_per_node}+ devices"
+        raise InventoryError(
+            f"inventory {inv.path}: group {cfg.vendor!r} has {len(fits)} host(s){which}, "
+            f"the config needs {cfg.nnodes}"
+        )
+    used = used or {}
+    chosen = set(sorted(fits, key=lambda h: (used.get(h, 0), fits.index(h)))[: cfg.nnodes])
+    return [h for h in fits if h in chosen]

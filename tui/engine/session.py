@@ -1,0 +1,473 @@
+"""The engine: plan runs, execute them on free hosts, record and store what they did.
+
+Both front ends drive it: ``--batch`` (tui/batch.py, a printer) and the terminal app
+(tui/app/). ``Session.plan`` checks everything before anything starts; ``Session.start``
+runs the plans in background threads, runs that share no host at the same time: those that
+can start together through one play of run.yml over all their hosts (a Slurm run through
+its own slurm.yml), each run ending, and freeing its hosts, as soon as its own hosts are
+done. Callbacks run on engine threads. No torch, no textual.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import shutil
+import threading
+import time
+import traceback
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from tui.catalog import catalog, images
+from tui.catalog.metrics import CaseMetric
+from tui.core import paths, stream
+from tui.core.errors import UsageError
+from tui.core.events import (
+    DROPPED,
+    CaseResult,
+    Event,
+    MetricSample,
+    RunFinished,
+    RunStarted,
+    RunStatus,
+    SysSample,
+)
+from tui.core.paths import default_data_root, store_path
+from tui.engine.inventory import Inventory, executor_of, load_inventory, select_hosts
+from tui.executors import fleet
+from tui.results import references
+from tui.results.record import RunRecord, now_utc_iso, write_result_json
+from tui.results.store import ResultStore, controller_id, mark_interrupted
+
+Callback = Callable[[Event], None]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    run_id: str
+    spec: catalog.RunSpec
+    hosts: list[str]
+
+
+REPLAY_SAMPLES = 5000  # the newest samples a late subscriber gets back (other events: all)
+
+
+class _Subscribers:
+    """Callbacks for a stream of events. A late subscriber first gets the events so far,
+    so subscribing just after ``start()`` misses nothing (events emitted during that
+    replay may interleave with it). Of the samples, which a long run emits without end,
+    only the newest ``REPLAY_SAMPLES`` are kept for that."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._callbacks: list[Callback] = []
+        self._seq = itertools.count()
+        self._kept: list[tuple[int, Event]] = []
+        self._samples: deque[tuple[int, Event]] = deque(maxlen=REPLAY_SAMPLES)
+
+    def subscribe(self, cb: Callback) -> Callable[[], None]:
+        with self._lock:
+            self._callbacks.append(cb)
+            past = list(heapq.merge(self._kept, self._samples, key=lambda entry: entry[0]))
+        for _, ev in past:
+            cb(ev)
+
+        def unsubscribe() -> None:
+            with self._lock:
+                if cb in self._callbacks:
+                    self._callbacks.remove(cb)
+
+        return unsubscribe
+
+    def emit(self, ev: Event) -> None:
+        with self._lock:
+            entry = (next(self._seq), ev)
+            if isinstance(ev, MetricSample | SysSample):
+                self._samples.append(entry)
+            else:
+                self._kept.append(entry)
+            callbacks = list(self._callbacks)
+        for cb in callbacks:
+            cb(ev)
+
+
+class RunHandle:
+    """One planned run: its status, its record once it ended, its events."""
+
+    def __init__(self, plan: RunPlan, batch: Batch) -> None:
+        self.run_id = plan.run_id
+        self.plan = plan
+        self.status: RunStatus = "queued"
+        self.record: RunRecord | None = None
+        self.error: str | None = None
+        self._batch = batch
+        self._subscribers = _Subscribers()
+        self._cancel = threading.Event()
+        self._done = threading.Event()
+
+    def subscribe(self, cb: Callback) -> Callable[[], None]:
+        return self._subscribers.subscribe(cb)
+
+    def cancel(self) -> None:
+        """Stop the run (remote work included); a queued run never starts."""
+        self._cancel.set()
+
+    def wait(self, timeout: float | None = None) -> RunRecord | None:
+        self._done.wait(timeout)
+        return self.record
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def _emit(self, ev: Event) -> None:
+        self._subscribers.emit(ev)
+        self._batch._subscribers.emit(ev)
+
+    def _finish(self, status: RunStatus, error: str | None, record: RunRecord | None) -> None:
+        self.status, self.error, self.record = status, error, record
+        self._emit(RunFinished(self.run_id, status, error, time.time()))
+        self._done.set()
+
+
+class Batch:
+    """Runs started together; a run waits while another run of the batch holds its hosts."""
+
+    def __init__(self, session: Session, plans: list[RunPlan]) -> None:
+        self.batch_id = fleet.new_run_id("batch")
+        self.runs = [RunHandle(plan, self) for plan in plans]
+        self._session = session
+        self._subscribers = _Subscribers()
+        self._stop = threading.Event()
+        self._wake = threading.Condition()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._schedule, name=self.batch_id, daemon=True)
+
+    def subscribe(self, cb: Callback) -> Callable[[], None]:
+        return self._subscribers.subscribe(cb)
+
+    def cancel(self) -> None:
+        """Stop every run: running ones stop their remote work, queued ones never start."""
+        self._stop.set()
+        for run in self.runs:
+            run.cancel()
+        with self._wake:
+            self._wake.notify_all()
+
+    def wait(self, timeout: float | None = None) -> list[RunRecord]:
+        self._done.wait(timeout)
+        return [run.record for run in self.runs if run.record is not None]
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def _schedule(self) -> None:
+        queue, busy, threads = list(self.runs), set[str](), []
+        try:
+            while queue:
+                with self._wake:
+                    if self._stop.is_set():
+                        break
+                    claimed, starting = set(busy), []
+                    for run in list(queue):
+                        if run._cancel.is_set():
+                            queue.remove(run)
+                            run._finish("aborted", "cancelled before it started", None)
+                        elif claimed.isdisjoint(run.plan.hosts):
+                            queue.remove(run)
+                            busy.update(run.plan.hosts)
+                            starting.append(run)
+                        # Later runs may not overtake an earlier one waiting for its hosts.
+                        claimed.update(run.plan.hosts)
+                    if starting:
+                        thread = threading.Thread(
+                            target=self._run,
+                            args=(starting, busy),
+                            name=starting[0].run_id,
+                            daemon=True,
+                        )
+                        threads.append(thread)
+                        thread.start()
+                    if queue:
+                        self._wake.wait(0.5)
+            for run in queue:
+                run._finish("aborted", "not started: the batch stopped", None)
+            for thread in threads:
+                thread.join()
+        finally:
+            self._done.set()
+
+    def _run(self, runs: list[RunHandle], busy: set[str]) -> None:
+        """Runs that start together; each frees its hosts as it ends."""
+
+        def ended(run: RunHandle) -> None:
+            with self._wake:
+                busy.difference_update(run.plan.hosts)
+                if run.status in ("aborted", "bad_input"):
+                    self._stop.set()  # as one run is refused or aborted, the batch stops
+                self._wake.notify_all()
+
+        try:
+            self._session._execute(runs, self.batch_id, ended)
+        except Exception as exc:  # a bug (or a store that stays locked): say so, go on
+            traceback.print_exc()
+            for run in runs:
+                if not run.done:
+                    run._finish("failed", f"internal error: {exc!r}", None)
+                    ended(run)
+
+
+def _check_image(inv: Inventory, spec: catalog.RunSpec, hosts: list[str]) -> None:
+    """A docker host runs the vendor's image: refuse the run before anything starts when
+    the image lacks a package the case imports (a process host's Python: in preflight)."""
+    vendor = spec.config.vendor
+    if images.has_image(vendor) and any(executor_of(inv, h) == "docker" for h in hosts):
+        problem = images.lacks(vendor, spec.case.dir, spec.case.entrypoint)
+        if problem:
+            raise catalog.CatalogError(f"{spec.case.name} {spec.config.ref}: {problem}")
+
+
+class Session:
+    """Plans and runs cases against one inventory, one results directory, one data root."""
+
+    def __init__(
+        self,
+        inventory: Path,
+        results_dir: Path,
+        data_root: Path,
+        cases_dir: Path = paths.CASES_DIR,
+        lease_wait_s: float = 0.0,
+        judge: bool = True,
+    ) -> None:
+        self.inventory = inventory
+        self.judge = judge  # passed runs get a verdict (tui/results/references.py)
+        self.cases_dir = cases_dir
+        self.lease_wait_s = lease_wait_s  # how long a run waits for a host another holds
+        self.results_dir = results_dir
+        self.data_root = data_root
+        self.store = ResultStore(store_path(results_dir))
+        self._inventory: Inventory | None = None
+        # Runs that a controller on this machine left running when it died.
+        self.interrupted = mark_interrupted(self.store)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def plan(
+        self,
+        pairs: list[tuple[str, str]],
+        sets: dict | None = None,
+        repeat: int = 1,
+        smoke: bool = False,
+    ) -> list[RunPlan]:
+        """Every case x config resolved (``smoke``: each case's smoke run) and given hosts;
+        CatalogError (one line) on bad input."""
+        if repeat < 1:
+            raise UsageError(f"--repeat {repeat}: must be at least 1")
+        fleet.host_file_limits()  # a bad FLEETPERF_MAX_*_MIB: refused before any launch
+        specs = []
+        for case_name, ref in pairs:
+            case = catalog.load_case(case_name, self.cases_dir)
+            # resolve refuses a precision the vendor or chip cannot run, before any launch
+            specs.append(catalog.resolve(case, catalog.load_config(case, ref), sets, smoke))
+        if self._inventory is None:
+            self._inventory = load_inventory(self.inventory)
+        used: dict[str, int] = {}
+        plans = []
+        for spec in specs:
+            for _ in range(repeat):
+                hosts = select_hosts(self._inventory, spec, used)
+                _check_image(self._inventory, spec, hosts)
+                for host in hosts:
+                    used[host] = used.get(host, 0) + 1
+                plans.append(RunPlan(fleet.new_run_id(spec.case.name), spec, hosts))
+        return plans
+
+    def start(self, plans: list[RunPlan]) -> Batch:
+        batch = Batch(self, plans)
+        batch._thread.start()
+        return batch
+
+    def _launch(self, plan: RunPlan) -> fleet.Launch:
+        hostvars = self._inventory.hostvars if self._inventory else {}
+        follow = {h: how for h in plan.hosts if (how := stream.reach(h, hostvars.get(h, {})))}
+        executor = executor_of(self._inventory, plan.hosts[0]) if self._inventory else "process"
+        vendor = plan.spec.config.vendor
+        image = None
+        if executor == "docker" and self._inventory and images.has_image(vendor):
+            # The tag covers the base image the hosts build on (fleetperf_base_image).
+            base = self._inventory.var(plan.hosts[0], "fleetperf_base_image")
+            image = images.expected(vendor, str(base) if base else None)
+        return fleet.Launch(
+            spec=plan.spec,
+            run_id=plan.run_id,
+            hosts=plan.hosts,
+            inventory=self.inventory,
+            results_dir=self.results_dir,
+            data_root=self.data_root,
+            lease_wait_s=self.lease_wait_s,
+            follow=follow,
+            executor=executor,
+            image=image,
+        )
+
+    def _execute(
+        self, runs: list[RunHandle], batch_id: str, ended: Callable[[RunHandle], None]
+    ) -> None:
+        """Start runs on disjoint hosts together: a Slurm run through its own slurm.yml, the
+        others through one play of run.yml; ``ended`` for each run once it has ended."""
+        begun = []
+        for run in runs:
+            launch = self._launch(run.plan)
+            record = self._record(launch, batch_id)
+            self.store.add(record)  # 'running': a controller killed now leaves a trace
+            run.status = "running"
+            spec = run.plan.spec
+            hosts = run.plan.hosts
+            run._emit(RunStarted(run.run_id, spec.case.name, spec.config.ref, hosts, time.time()))
+            begun.append((run, launch, record))
+        together = [(run, launch, rec) for run, launch, rec in begun if launch.executor != "slurm"]
+        play = fleet.Play([(launch, run._emit, run._cancel) for run, launch, _ in together])
+        threads = []
+        for run, launch, record in begun:
+            if launch.executor == "slurm":
+                outcome = partial(fleet.run_slurm, launch, run._emit, run._cancel)
+                discard = partial(shutil.rmtree, launch.run_dir, ignore_errors=True)
+            else:
+                outcome = partial(play.outcome, run.run_id)
+                discard = partial(play.discard, run.run_id)
+            thread = threading.Thread(
+                target=self._conclude,
+                args=(run, launch, record, outcome, discard, ended),
+                name=run.run_id,
+                daemon=True,
+            )
+            threads.append(thread)
+            thread.start()
+        if together:
+            play.run()
+        for thread in threads:
+            thread.join()
+
+    def _conclude(
+        self,
+        run: RunHandle,
+        launch: fleet.Launch,
+        record: RunRecord,
+        outcome_of: Callable[[], fleet.Outcome],
+        discard: Callable[[], None],
+        ended: Callable[[RunHandle], None],
+    ) -> None:
+        """Wait for the run's outcome; keep its record (or, refused, nothing: ``discard``
+        removes its directory)."""
+        spec = run.plan.spec
+        try:
+            try:
+                outcome = outcome_of()
+            except Exception as exc:  # a bug: the record says so; the remote work is stopped
+                traceback.print_exc()
+                outcome = fleet.Outcome("failed", f"internal error: {exc!r}", None, record.started)
+                fleet.stop([launch])
+            if outcome.status == "bad_input":
+                # Refused in preflight: nothing ran, so nothing is kept.
+                DROPPED.take(run.run_id)
+                self.store.delete(run.run_id)
+                discard()
+                run._finish("bad_input", self._with_data_root(outcome.error or "", spec), None)
+                return
+            record = self._finished(record, outcome, DROPPED.take(run.run_id))
+            if self.judge:
+                record = references.judge(record, spec, self.store)
+            # result.json first, the store last: once the store says the run ended, its
+            # result.json is there and whole (a controller killed between the two leaves the
+            # row 'running', which the next controller marks interrupted).
+            write_result_json(record, launch.run_dir)
+            self.store.add(record)
+            run._finish(outcome.status, outcome.error, record)
+        except Exception as exc:  # a store that stays locked: say so, go on
+            traceback.print_exc()
+            if not run.done:
+                run._finish("failed", f"internal error: {exc!r}", None)
+        finally:
+            ended(run)
+
+    def _with_data_root(self, error: str, spec: catalog.RunSpec) -> str:
+        """The preflight's staging hint (playbooks/module_utils/fleetperf_host.py), given the
+        data root this run looks in where it is this controller's and not the one
+        ``fleetperf prepare`` takes by default, so following it stages the data there."""
+        hint = f"fleetperf prepare {spec.case.name} --synthetic"
+        default = self.data_root.resolve() == default_data_root().resolve()
+        if hint in error and str(self.data_root) in error and not default:
+            return error.replace(hint, f"{hint} --data-root {self.data_root}")
+        return error
+
+    def _record(self, launch: fleet.Launch, batch_id: str) -> RunRecord:
+        """The 'running' record of a run about to start: what the controller knows."""
+        spec, inv = launch.spec, self._inventory
+        first = launch.hosts[0]
+        executor = executor_of(inv, first) if inv else "process"
+        return RunRecord(
+            run_id=launch.run_id,
+            batch_id=batch_id,
+            case=spec.case.name,
+            vendor=spec.config.vendor,
+            config=spec.config.name,
+            chip=spec.config.chip,
+            nnodes=spec.config.nnodes,
+            nproc_per_node=spec.config.nproc_per_node,
+            hosts=launch.hosts,
+            status="running",
+            started=now_utc_iso(),
+            precision=spec.precision,
+            fix_hp=spec.seed_fix_hp,
+            hp=spec.hp,
+            smoke=spec.smoke,
+            config_env=spec.config.env,
+            executor=str(executor),
+            # The tag the docker hosts' preflight insisted on; the ids that ran come at the end.
+            image=launch.image.tag if launch.image else None,
+            case_metrics=[CaseMetric(**m.model_dump()) for m in spec.case.metrics],
+            columns=spec.case.report,
+            short_names=spec.case.short_names,
+            run_dir=str(launch.run_dir),
+            inventory=str(launch.inventory),
+            controller=controller_id(),
+        )
+
+    def _finished(
+        self, record: RunRecord, outcome: fleet.Outcome, dropped_lines: Counter[str]
+    ) -> RunRecord:
+        result: CaseResult | None = outcome.result
+        known = record.registry()
+        metrics = dict(result.metrics) if result else {}
+        notes = [*(result.notes if result else []), *outcome.notes]
+        dropped = sorted(k for k in metrics if k not in known)
+        if dropped:
+            notes.append(f"metrics not in the registry, dropped: {', '.join(dropped)}")
+        if dropped_lines:  # the workload wrote lines the controller could not take
+            why = "; ".join(f"{n} {reason}" for reason, n in sorted(dropped_lines.items()))
+            notes.append(
+                f"{dropped_lines.total()} event line(s) broke the workload contract"
+                f" (docs/workload-contract.md) and were dropped: {why}"
+            )
+        return RunRecord.model_validate(
+            {
+                **record.model_dump(),
+                "status": outcome.status,
+                "error": outcome.error,
+                "finished": now_utc_iso(),
+                "metrics": {k: v for k, v in metrics.items() if k in known},
+                "notes": notes,
+                "environment": result.environment if result else {},
+                "peak": result.peak if result else None,
+                "load_per_cpu": outcome.load_per_cpu,
+                "synthetic_data": outcome.synthetic_data,
+                "slurm": outcome.slurm,
+                "image": images.ran(record.image, outcome.image_ids) if record.image else None,
+            }
+        )

@@ -1,0 +1,1 @@
+"""How a planned run reaches hosts and comes back: one executor per kind, over Ansible."""

@@ -1,0 +1,292 @@
+"""References and history: is a passed run's number where it should be?
+
+Two sources give a metric a band (docs/references.md):
+
+- **References** (ReFrame's idea): a vendor config declares published figures with
+  tolerances as fractions, e.g. ``p_core 287.9 samples/s, lower -0.10``. A reference
+  judges a run only on the hardware it names (the config's chip and devices, the
+  accelerator the workload reported) with the hyperparameters it was measured with;
+  elsewhere it is shown, not judged.
+- **History**: earlier passed runs of the same case, config, hyperparameters, accelerator
+  and data kind (synthetic or not), loaded and quiet hosts apart. Band: the median of the
+  last ``HISTORY_RUNS`` runs ± max(``K_MAD`` × 1.4826 × MAD, tolerance × |median|), on the
+  side that matters for the metric (throughput down, loss up, memory up); needs
+  ``MIN_HISTORY`` runs.
+
+Controller code: no torch, no textual. Pure functions but ``judge`` (which reads the store).
+"""
+
+from __future__ import annotations
+
+import functools
+import statistics
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from harness.metrics import METRICS, Metric
+
+from tui.catalog import catalog
+from tui.catalog.published import Reference
+from tui.core.errors import CatalogError
+from tui.results.verdict import Check, Verdict
+
+if TYPE_CHECKING:
+    from tui.catalog.catalog import RunSpec
+    from tui.results.record import RunRecord
+    from tui.results.store import ResultStore
+
+HISTORY_RUNS = 10  # the band comes from the newest this many comparable runs
+MIN_HISTORY = 3  # fewer comparable runs: history does not judge
+K_MAD = 3.0  # half-width in robust standard deviations
+MAD_TO_SIGMA = 1.4826  # MAD x this = the standard deviation of normal noise
+DEFAULT_TOLERANCE = 0.15  # least half-width, as a fraction of the median
+# Metrics whose runs spread more by nature: wall time from process start (imports, data
+# loading, time to a target accuracy), and accuracy at the evaluation that ended the run.
+TOLERANCE = {"e2e_time": 0.25, "e2e_time_main": 0.25, "acc": 0.05}
+# A case's headline throughput (the seeds' bold column): the first of these it has.
+THROUGHPUT_ORDER = (
+    "p_core",
+    "tokens_per_s_per_device",
+    "p_infer_core",
+    "p_val_core",
+    "p_train",
+    "p_whole",
+    "p_infer_whole",
+    "p_val_whole",
+)
+
+
+def fmt_band(metric: Metric, low: float | None, high: float | None) -> str:
+    """'>= 259.1', '<= 32.9', '259.1..316.7' in the metric's own format."""
+    if low is not None and high is not None:
+        return f"{metric.show(low)}..{metric.show(high)}"
+    if low is not None:
+        return f">= {metric.show(low)}"
+    return f"<= {metric.show(high)}" if high is not None else "any"
+
+
+def outside(value: float, low: float | None, high: float | None) -> bool:
+    return (low is not None and value < low) or (high is not None and value > high)
+
+
+# -- history --------------------------------------------------------------------------
+
+
+def tolerance(metric: str) -> float:
+    return TOLERANCE.get(metric, DEFAULT_TOLERANCE)
+
+
+def history_band(
+    values: Sequence[float], metric: Metric
+) -> tuple[float | None, float | None, float, float] | None:
+    """(low, high, median, half-width) from earlier values, oldest first; None when there
+    are fewer than MIN_HISTORY or the metric has no direction. Only the side that matters
+    is bounded."""
+    if metric.higher_is_better is None or len(values) < MIN_HISTORY:
+        return None
+    recent = list(values)[-HISTORY_RUNS:]
+    median = statistics.median(recent)
+    mad = statistics.median(abs(v - median) for v in recent)
+    half = max(K_MAD * MAD_TO_SIGMA * mad, tolerance(metric.name) * abs(median))
+    if metric.higher_is_better:
+        return median - half, None, median, half
+    return None, median + half, median, half
+
+
+def comparable_key(record: RunRecord) -> tuple[Any, ...]:
+    """What a run is compared on: case, vendor config, every hyperparameter, the
+    accelerator it reported (the chip class: on CPU the CPU model) and whether its data
+    was synthetic (unknown counts as real)."""
+    hp = tuple(sorted((k, repr(v)) for k, v in record.hp.items()))
+    accelerator = str(record.environment.get("accelerator") or "")
+    return (record.case, record.vendor, record.config, hp, accelerator, bool(record.synthetic_data))
+
+
+def history_of(record: RunRecord, earlier: Iterable[RunRecord]) -> list[RunRecord]:
+    """The passed runs ``record`` is compared with, oldest first (the newest HISTORY_RUNS).
+    Runs on a loaded host and on a quiet one are histories apart: a loaded host's numbers
+    measure its other work too (on a host always loaded, its runs still judge each other)."""
+    runs = comparable_before(record, earlier)
+    return [r for r in runs if r.loaded == record.loaded][-HISTORY_RUNS:]
+
+
+def load_apart(record: RunRecord, earlier: Iterable[RunRecord]) -> str:
+    """'2 comparable run(s) on a loaded host left out' (or a quiet host, for a loaded
+    run): what history_of kept apart; '' when nothing."""
+    apart = sum(r.loaded != record.loaded for r in comparable_before(record, earlier))
+    host = "quiet" if record.loaded else "loaded"
+    return f"{apart} comparable run(s) on a {host} host left out" if apart else ""
+
+
+def comparable_before(record: RunRecord, earlier: Iterable[RunRecord]) -> list[RunRecord]:
+    """Every passed run before ``record`` with its comparable_key, oldest first, whatever
+    its host's load (history_of keeps loaded and quiet hosts apart)."""
+    key = comparable_key(record)
+    runs = [
+        r
+        for r in earlier
+        if r.status == "passed"
+        and not r.smoke  # a smoke run's numbers are not a full run's
+        and r.run_id != record.run_id
+        and (r.started, r.run_id) < (record.started, record.run_id)
+        and comparable_key(r) == key
+    ]
+    runs.sort(key=lambda r: (r.started, r.run_id))
+    return runs
+
+
+def history_checks(record: RunRecord, history: list[RunRecord]) -> tuple[list[Check], list[str]]:
+    checks: list[Check] = []
+    notes: list[str] = []
+    if len(history) < MIN_HISTORY:
+        notes.append(
+            f"history: {len(history)} comparable passed run(s), {MIN_HISTORY} needed: not judged"
+        )
+        return checks, notes
+    metrics = record.registry()
+    for name, value in record.metrics.items():
+        metric = metrics.get(name)
+        if value is None or metric is None:
+            continue
+        values = [v for r in history if (v := r.metrics.get(name)) is not None]
+        band = history_band(values, metric)
+        if band is None:
+            continue
+        low, high, median, half = band
+        basis = (
+            f"history: median {metric.show(median)} of {len(values)} earlier passed run(s)"
+            f" ± {half / abs(median) * 100 if median else 0:.0f} %"
+        )
+        checks.append(
+            Check(
+                metric=name,
+                value=value,
+                low=low,
+                high=high,
+                source="history",
+                basis=basis,
+                flagged=outside(value, low, high),
+            )
+        )
+    return checks, notes
+
+
+# -- references -----------------------------------------------------------------------
+
+
+def why_not_judged(ref: Reference, spec: RunSpec, record: RunRecord) -> str | None:
+    """Why ``ref`` does not judge this run (another accelerator, other hyperparameters),
+    or None when it does."""
+    device = ref.device or spec.config.chip
+    accelerator = str(record.environment.get("accelerator") or "")
+    if not accelerator:
+        return f"the run reported no accelerator (the reference is for {device})"
+    if device.lower() not in accelerator.lower():
+        return f"ran on {accelerator}, the reference is for {device}"
+    expected = {**spec.case.defaults, **spec.config.overrides, **ref.hp}
+    if record.hp != expected:
+        differ = sorted(k for k in {*expected, *record.hp} if expected.get(k) != record.hp.get(k))
+        return f"hyperparameters differ from the reference's ({', '.join(differ)})"
+    return None
+
+
+def reference_checks(
+    record: RunRecord, spec: RunSpec, refs: Iterable[Reference]
+) -> tuple[list[Check], list[str]]:
+    checks: list[Check] = []
+    notes: list[str] = []
+    metrics = record.registry()
+    for ref in refs:
+        metric = metrics[ref.metric]
+        value = record.metrics.get(ref.metric)
+        reason = why_not_judged(ref, spec, record)
+        label = f"reference {ref.metric} {metric.show(ref.value)} {ref.unit}".rstrip()
+        if reason is not None:
+            notes.append(f"{label}: shown, not judged: {reason}")
+            continue
+        if value is None:
+            notes.append(f"{label}: the run has no {ref.metric}")
+            continue
+        low, high = ref.bounds(metric)
+        checks.append(
+            Check(
+                metric=ref.metric,
+                value=value,
+                low=low,
+                high=high,
+                source="reference",
+                basis=f"{label} ({ref.source})",
+                flagged=outside(value, low, high),
+            )
+        )
+    return checks, notes
+
+
+def verdict_for(record: RunRecord, spec: RunSpec, earlier: Iterable[RunRecord]) -> Verdict:
+    """``record`` against its config's references and its history among ``earlier``."""
+    earlier = list(earlier)
+    ref_checks, ref_notes = reference_checks(record, spec, spec.config.references)
+    hist_checks, hist_notes = history_checks(record, history_of(record, earlier))
+    apart = load_apart(record, earlier)
+    if apart:
+        hist_notes.append(f"history: {apart}")
+    return Verdict(checks=ref_checks + hist_checks, notes=ref_notes + hist_notes)
+
+
+def judge(record: RunRecord, spec: RunSpec, store: ResultStore) -> RunRecord:
+    """The record with its verdict against the store's runs of its case; a run that did
+    not pass, or a smoke run (a short budget), is not judged (verdict None)."""
+    if record.status != "passed" or record.smoke:
+        return record
+    verdict = verdict_for(record, spec, store.list(case=record.case))
+    return record.model_copy(update={"verdict": verdict})
+
+
+def flag_line(record: RunRecord, check: Check) -> str:
+    """The line --batch prints for a flagged metric: name, value, band and its source."""
+    metric = record.registry().get(check.metric)
+    show = metric.show if metric else str
+    unit = f" {metric.unit}" if metric and metric.unit and metric.fmt != "pct" else ""
+    band = fmt_band(metric, check.low, check.high) if metric else "?"
+    return (
+        f"FLAGGED {record.case} {record.vendor}/{record.config} run {record.run_id}:"
+        f" {check.metric} {show(check.value)}{unit} outside {band} ({check.basis})"
+    )
+
+
+def check_rows(record: RunRecord) -> list[tuple[str, str, str, str, bool]]:
+    """The verdict as rows for a screen: metric, value, band, where it came from, flagged."""
+    if record.verdict is None:
+        return []
+    metrics = record.registry()
+    rows = []
+    for c in record.verdict.checks:
+        m = metrics.get(c.metric)
+        value = m.show(c.value) if m else f"{c.value:g}"
+        band = fmt_band(m, c.low, c.high) if m else "?"
+        rows.append((c.metric, value, band, c.basis, c.flagged))
+    return rows
+
+
+@functools.lru_cache(maxsize=64)  # the dashboard asks at every refresh
+def rate_references(case_name: str, config_ref: str) -> str:
+    """The config's throughput references in one line, for the dashboard beside the live
+    throughput ("" when it has none, or the case or config cannot be read)."""
+    try:
+        case = catalog.load_case(case_name)
+        config = catalog.load_config(case, config_ref)
+    except CatalogError:
+        return ""
+    have = {ref.metric for ref in config.references}
+    name = next((m for m in THROUGHPUT_ORDER if m in have), None)
+    parts = []
+    for ref in config.references:
+        if ref.metric != name:
+            continue
+        metric = METRICS[ref.metric]
+        cond = f" with {', '.join(f'{k}={v}' for k, v in ref.hp.items())}" if ref.hp else ""
+        parts.append(f"{ref.metric} {metric.show(ref.value)} {ref.unit}{cond}")
+    if not parts:
+        return ""
+    device = config.references[0].device or config.chip
+    return f"reference on {device}: " + "; ".join(parts)

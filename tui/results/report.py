@@ -1,0 +1,558 @@
+"""``fleetperf report``: one self-contained HTML page of the results store.
+
+Per case: the seeds' table (the newest passed run of each config and hyperparameters),
+throughput per config across vendors with the configs' references drawn, every metric's
+history per comparable series with its band (tui/results/references.py's rule) and the points
+the runs' verdicts flagged, and the newest run's loss curve from its ``events.jsonl``.
+
+Charts are SVG written here: no plotting library, no script, nothing fetched, so the page
+opens offline anywhere and stays small (docs/references.md says why). Every string from a
+record, a host or a config is HTML-escaped, its control and bidi characters shown as
+``\\uXXXX`` (tui/core/text.py); every number is drawn at a finite coordinate, however extreme.
+Controller code: no torch, no textual.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from harness.metrics import Metric
+
+from tui.catalog import catalog
+from tui.core import safefile
+from tui.core.errors import CatalogError
+from tui.core.text import html_text
+from tui.results.record import RUN_ID, RunRecord
+from tui.results.references import (
+    THROUGHPUT_ORDER,
+    Reference,
+    comparable_key,
+    fmt_band,
+    history_band,
+)
+from tui.results.tables import case_table, format_fix_hp
+
+MAX_POINTS = 200  # a history chart shows a series' newest this many runs
+MAX_CURVE = 500  # a loss curve is thinned to about this many points
+MAX_EVENTS_BYTES = 64 * 2**20  # read no more of an events.jsonl than this
+W, H, PAD_L, PAD_R, PAD_T, PAD_B = 640, 220, 70, 20, 24, 34  # chart geometry (px)
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1100px}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+th,td{border:1px solid #bbb;padding:.2em .5em;text-align:left}
+th{background:#eee} .flag{color:#b00;font-weight:bold} .note{color:#555;font-size:.9em}
+svg{display:block;margin:.3em 0 1em} svg text{font-size:11px;fill:#333}
+.axis{stroke:#888} .grid{stroke:#ddd} .band{fill:#4a90d9;opacity:.18}
+.bound{stroke:#b00;stroke-dasharray:4 3;fill:none} .line{stroke:#4a90d9;fill:none}
+.pt{fill:#4a90d9} .flagged{fill:#d00} .bar{fill:#4a90d9} .ref{stroke:#b00;stroke-width:2}
+.refband{fill:#b00;opacity:.12} .loss{stroke:#2a7;fill:none;stroke-width:1.5}
+"""
+
+
+_e = html_text
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text)
+
+
+# -- scales and SVG -------------------------------------------------------------------
+
+
+# Values are drawn within +-_DRAWN: a span between two of them, padded, stays finite (at
+# 1e308 it would overflow to inf, and inf - inf makes NaN coordinates).
+_DRAWN = 1e300
+_LOG_TICKS = 8  # at most about this many decades labelled on a log axis
+_TINY = 1e-290  # a tick step below this loses its digits to subnormal rounding
+
+
+def _drawn(v: float) -> float:
+    """``v`` within what an axis can draw: clamped; NaN (an inf band's edge minus inf) at 0."""
+    return 0.0 if math.isnan(v) else min(max(v, -_DRAWN), _DRAWN)
+
+
+class _Scale:
+    """Data -> pixels along one axis; log10 where the values span more than 20x. Every
+    coordinate is finite: values are clamped to +-1e300, an empty span is widened.
+
+    ``nice``: a linear axis ends on round ticks (1, 2 or 5 x 10^k apart) instead of a
+    padding; ``within``: what the quantity can be (a fraction 0-1, a time from 0), so no
+    band or widening draws an axis past it."""
+
+    def __init__(
+        self,
+        lo: float,
+        hi: float,
+        px0: float,
+        px1: float,
+        log: bool = False,
+        pad: float = 0.05,
+        nice: bool = False,
+        within: tuple[float, float] = (-math.inf, math.inf),
+    ) -> None:
+        lo, hi = _drawn(lo), _drawn(hi)
+        self.log = log and lo > 0
+        self.step = 0.0  # a nice axis's tick step
+        if self.log:
+            lo, hi = math.log10(lo), math.log10(hi)
+        if hi <= lo:
+            # 5% around one value (1 around 0): always above its float resolution
+            width = abs(lo) * 0.05 or 1.0
+            lo, hi = lo - width, hi + width
+        if nice and not self.log:
+            lo, hi = max(lo, within[0]), min(hi, within[1])
+            self.step = _nice_step((hi - lo) / 5)  # 4 to 7 ticks
+        if self.step:
+            lo = max(math.floor(lo / self.step) * self.step, within[0])
+            hi = min(math.ceil(hi / self.step) * self.step, within[1])
+        else:
+            pad = (hi - lo) * pad
+            lo, hi = lo - pad, hi + pad
+        self.lo, self.hi, self.px0, self.px1 = lo, hi, px0, px1
+
+    def __call__(self, v: float) -> float:
+        v = _drawn(v)
+        if self.log:
+            v = math.log10(max(v, 1e-300))
+        return self.px0 + (v - self.lo) / (self.hi - self.lo) * (self.px1 - self.px0)
+
+    def ticks(self, n: int = 4) -> list[float]:
+        if self.log:
+            first, last = math.ceil(self.lo), math.floor(self.hi)
+            step = max(1, math.ceil((last - first) / _LOG_TICKS))
+            return [10.0**e for e in range(first, last + 1, step)]
+        if self.step:
+            count = round((self.hi - self.lo) / self.step)
+            return [self.lo + self.step * i for i in range(count + 1)]
+        return [self.lo + (self.hi - self.lo) * i / n for i in range(n + 1)]
+
+    def label(self, t: float, times: float = 1.0) -> str:
+        """A tick's text (of ``t * times``: 100 for a percentage): as many decimals as the
+        step needs and at least three significant digits, so neighbours never read alike."""
+        biggest = max(abs(self.lo), abs(self.hi)) * times
+        if self.log or not self.step or not 1e-4 <= biggest < 1e9:
+            return _num(t * times)
+        step = self.step * times
+        decimals = max(-math.floor(math.log10(step)), 2 - math.floor(math.log10(biggest)), 0)
+        return f"{t * times:.{decimals}f}"
+
+
+def _nice_step(raw: float) -> float:
+    """The round step (1, 2 or 5 x 10^k) at or above ``raw``; 0 for a span too small to
+    divide (subnormal: the axis is padded instead)."""
+    if raw < _TINY:
+        return 0.0
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw * (1 - 1e-9))
+
+
+def _within(metric: Metric | None, values: Sequence[float]) -> tuple[float, float]:
+    """What the metric's values can be: a fraction 0-1; a quantity with a unit (time,
+    rate, memory, energy) or values all at or above 0 (a loss), from 0."""
+    if metric is not None and metric.unit == "fraction":
+        return 0.0, 1.0
+    if (metric is not None and metric.unit) or min(values, default=0.0) >= 0:
+        return 0.0, math.inf
+    return -math.inf, math.inf
+
+
+def _num(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def _svg(cls: str, label: str, body: list[str], height: int = H) -> str:
+    return (
+        f'<svg class="chart {cls}" role="img" aria-label="{_e(label)}" width="{W}"'
+        f' height="{height}" viewBox="0 0 {W} {height}" xmlns="http://www.w3.org/2000/svg">'
+        f"<title>{_e(label)}</title>{''.join(body)}</svg>"
+    )
+
+
+def _y_axis(y: _Scale, metric: Metric | None) -> list[str]:
+    out = [f'<line class="axis" x1="{PAD_L}" y1="{PAD_T}" x2="{PAD_L}" y2="{H - PAD_B}"/>']
+    for t in y.ticks():
+        py = y(t)
+        pct = metric is not None and metric.fmt == "pct"  # as the tables show it
+        text = f"{y.label(t, 100)}%" if pct else y.label(t)
+        out.append(
+            f'<line class="grid" x1="{PAD_L}" y1="{py:.1f}" x2="{W - PAD_R}" y2="{py:.1f}"/>'
+        )
+        out.append(f'<text x="{PAD_L - 4}" y="{py + 4:.1f}" text-anchor="end">{_e(text)}</text>')
+    return out
+
+
+def history_chart(
+    metric: Metric,
+    runs: Sequence[RunRecord],
+    bands: Sequence[tuple[float | None, float | None, float, float] | None],
+    flagged: Sequence[bool],
+) -> str:
+    """One metric over a series' runs (x: run order): the band each run was held to,
+    the bound that flags (dashed), the values, flagged points in red."""
+    values = [r.metrics[metric.name] or 0.0 for r in runs]
+    extent = list(values)
+    for band in bands:
+        if band is not None:
+            extent += [band[2] - band[3], band[2] + band[3]]
+    within = _within(metric, values)
+    extent = [min(max(v, within[0]), within[1]) for v in extent]
+    y = _Scale(min(extent), max(extent), H - PAD_B, PAD_T, nice=True, within=within)
+    n = len(runs)
+    x = _Scale(0, max(n - 1, 1), PAD_L + 8, W - PAD_R - 8, pad=0)
+    body = _y_axis(y, metric)
+    # The band: one quad per run, from the previous run's x (a step, as the band is).
+    for i, band in enumerate(bands):
+        if band is None:
+            continue
+        x0, x1 = x(i - 0.5) if i else x(i) - 3, x(i + 0.5) if i < n - 1 else x(i) + 3
+        # Drawn within the axis: past what the metric can be, a band says nothing more.
+        top, bottom = y(min(band[2] + band[3], y.hi)), y(max(band[2] - band[3], y.lo))
+        body.append(
+            f'<rect class="band" x="{x0:.1f}" y="{top:.1f}" width="{x1 - x0:.1f}"'
+            f' height="{bottom - top:.1f}"/>'
+        )
+        edge = band[0] if band[0] is not None else band[1]
+        if edge is not None and y.lo <= edge <= y.hi:  # a bound no value can cross: none
+            body.append(
+                f'<line class="bound" x1="{x0:.1f}" y1="{y(edge):.1f}" x2="{x1:.1f}"'
+                f' y2="{y(edge):.1f}"/>'
+            )
+    path = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in enumerate(values))
+    body.append(f'<polyline class="line" points="{path}"/>')
+    for i, (run, v) in enumerate(zip(runs, values, strict=True)):
+        cls = "flagged" if flagged[i] else "pt"
+        tip = f"{run.run_id} {run.started} {metric.name} {metric.show(v)}"
+        if bands[i] is not None:
+            tip += f", band {fmt_band(metric, bands[i][0], bands[i][1])}"
+        if flagged[i]:
+            tip += " FLAGGED"
+        r = 4.5 if flagged[i] else 3
+        body.append(
+            f'<circle class="{cls}" cx="{x(i):.1f}" cy="{y(v):.1f}" r="{r}"><title>{_e(tip)}'
+            "</title></circle>"
+        )
+    first, last = _x_labels(runs[0].started, runs[-1].started)
+    body.append(f'<text x="{PAD_L}" y="{H - 8}">{_e(first)}</text>')
+    body.append(f'<text x="{W - PAD_R}" y="{H - 8}" text-anchor="end">{_e(last)}</text>')
+    unit = f" ({metric.unit})" if metric.unit else ""
+    body.append(f'<text x="{PAD_L}" y="14">{_e(metric.name + unit)}</text>')
+    return _svg("chart-history", f"{metric.name} history", body)
+
+
+def _x_labels(first: str, last: str) -> tuple[str, str]:
+    """The first and last runs' start (UTC, ISO): the date, with the time where the two
+    share it (a day of runs reads 10:02 to 11:40, not the same date twice)."""
+    if first[:10] != last[:10]:
+        return first[:10], last[:10]
+    seconds = first[11:16] == last[11:16]  # to the minute alike: the seconds tell them apart
+    end = 19 if seconds else 16
+    return f"{first[:10]} {first[11:end]} UTC", f"{last[11:end]} UTC"
+
+
+def throughput_chart(
+    metric: Metric, bars: list[tuple[str, float | None]], refs: dict[str, list[Reference]]
+) -> str:
+    """Horizontal bars, one per config (the newest passed run's value), with each config's
+    references as red ticks over their band; a log scale where values span over 20x."""
+    labels = list(dict.fromkeys([label for label, _ in bars] + list(refs)))
+    row_h = 26
+    height = PAD_T + PAD_B + row_h * max(len(labels), 1)
+    known = [v for _, v in bars if v is not None and v > 0]
+    known += [r.value for rs in refs.values() for r in rs if r.value > 0]
+    lo, hi = (min(known), max(known)) if known else (1.0, 10.0)
+    log = hi / lo > 20
+    # Bars from 0: a linear axis starts there, on round ticks.
+    x = _Scale(
+        0 if not log else lo, hi, PAD_L + 140, W - PAD_R, log=log, nice=True, within=(0, math.inf)
+    )
+    body = []
+    for t in x.ticks():
+        px = x(t)
+        body.append(
+            f'<line class="grid" x1="{px:.1f}" y1="{PAD_T}" x2="{px:.1f}" y2="{height - PAD_B}"/>'
+        )
+        body.append(
+            f'<text x="{px:.1f}" y="{height - PAD_B + 14}" text-anchor="middle">{x.label(t)}</text>'
+        )
+    values = dict(bars)
+    base = x.px0 if x.log else x(0)
+    for i, label in enumerate(labels):
+        top = PAD_T + i * row_h
+        body.append(f'<text x="{PAD_L + 134}" y="{top + 17}" text-anchor="end">{_e(label)}</text>')
+        value = values.get(label)
+        if value is not None and value > 0:
+            tip = _e(f"{label}: {metric.show(value)}")
+            body.append(
+                f'<rect class="bar" x="{base:.1f}" y="{top + 5}" width="{x(value) - base:.1f}"'
+                f' height="{row_h - 10}"><title>{tip}</title></rect>'
+            )
+        for ref in refs.get(label, []):
+            lo_b, hi_b = ref.bounds(metric)
+            a, b = x(lo_b if lo_b and lo_b > 0 else ref.value), x(hi_b if hi_b else ref.value)
+            body.append(
+                f'<rect class="refband" x="{a:.1f}" y="{top + 2}" width="{max(b - a, 0):.1f}"'
+                f' height="{row_h - 4}"/>'
+            )
+            tip = f"reference {metric.show(ref.value)} {ref.unit}: {ref.source}"
+            if ref.hp:
+                tip += f" (with {format_fix_hp(ref.hp, {})})"
+            body.append(
+                f'<line class="ref" x1="{x(ref.value):.1f}" y1="{top + 2}" x2="{x(ref.value):.1f}"'
+                f' y2="{top + row_h - 2}"><title>{_e(tip)}</title></line>'
+            )
+    scale = ", log scale" if x.log else ""
+    body.append(f'<text x="{PAD_L}" y="14">{_e(f"{metric.name} ({metric.unit}){scale}")}</text>')
+    return _svg("chart-throughput", f"{metric.name} per config", body, height)
+
+
+def loss_chart(points: list[tuple[int, float]]) -> str:
+    step = max(1, len(points) // MAX_CURVE)
+    points = points[::step] + ([points[-1]] if (len(points) - 1) % step else [])
+    x = _Scale(points[0][0], points[-1][0], PAD_L, W - PAD_R)
+    losses = [v for _, v in points]
+    y = _Scale(min(losses), max(losses), H - PAD_B, PAD_T, nice=True, within=_within(None, losses))
+    body = _y_axis(y, None)
+    path = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in points)
+    body.append(f'<polyline class="loss" points="{path}"/>')
+    body.append(f'<text x="{PAD_L}" y="{H - 8}">step {points[0][0]}</text>')
+    body.append(f'<text x="{W - PAD_R}" y="{H - 8}" text-anchor="end">step {points[-1][0]}</text>')
+    body.append(f'<text x="{PAD_L}" y="14">loss</text>')
+    return _svg("chart-loss", "loss curve", body)
+
+
+# -- data -----------------------------------------------------------------------------
+
+
+def loss_curve(results_dir: Path, run_id: str) -> list[tuple[int, float]]:
+    """(step, loss) of a run's step records in ``<results>/runs/<run_id>/events.jsonl``,
+    the first record of each step; the file is opened without following a link."""
+    if not RUN_ID.fullmatch(run_id):
+        return []
+    path = Path(os.path.abspath(results_dir)) / "runs" / run_id / "events.jsonl"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return []
+    curve: dict[int, float] = {}
+    with os.fdopen(fd, "rb") as f:
+        for raw in f.read(MAX_EVENTS_BYTES).splitlines():
+            try:
+                ev = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(ev, dict) or ev.get("type") != "MetricSample":
+                continue
+            step, loss = ev.get("step"), ev.get("loss")
+            if isinstance(step, int) and isinstance(loss, int | float) and math.isfinite(loss):
+                curve.setdefault(step, float(loss))
+    return sorted(curve.items())
+
+
+def config_references(case: str) -> dict[str, list[Reference]]:
+    """vendor/config -> its references, from the catalog (none for a case it lacks)."""
+    try:
+        spec = catalog.load_case(case)
+        return {ref: catalog.load_config(spec, ref).references for ref in catalog.config_refs(spec)}
+    except CatalogError:
+        return {}
+
+
+def series(records: Sequence[RunRecord]) -> dict[tuple, list[RunRecord]]:
+    """Comparable runs (tui/results/references.py's key), passed only, oldest first."""
+    out: dict[tuple, list[RunRecord]] = {}
+    for r in sorted(records, key=lambda r: (r.started, r.run_id)):
+        if r.status == "passed":
+            out.setdefault(comparable_key(r), []).append(r)
+    return out
+
+
+def rolling_bands(
+    metric: Metric, runs: Sequence[RunRecord]
+) -> list[tuple[float | None, float | None, float, float] | None]:
+    """The band each run was held to: the rule applied to the runs before it."""
+    bands, earlier = [], []
+    for r in runs:
+        bands.append(history_band(earlier, metric))
+        if (v := r.metrics.get(metric.name)) is not None:
+            earlier.append(v)
+    return bands
+
+
+def _flagged(run: RunRecord, metric: str) -> bool:
+    return run.verdict is not None and any(c.metric == metric for c in run.verdict.flagged)
+
+
+def _series_title(runs: list[RunRecord]) -> str:
+    r = runs[-1]
+    hp = format_fix_hp(r.fix_hp, r.short_names)
+    accel = r.environment.get("accelerator") or "accelerator not reported"
+    data = "synthetic data" if r.synthetic_data else "real data"
+    return f"{r.vendor}/{r.config}, {hp}, {accel}, {data}: {len(runs)} passed run(s)"
+
+
+# -- the page -------------------------------------------------------------------------
+
+
+def _breakable(text: str) -> str:
+    """``text`` escaped, a line break allowed after each comma: a long fix_hp (no spaces)
+    wraps within the page."""
+    return _e(text).replace(",", ",<wbr>")
+
+
+def _html_table(header: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_breakable(c)}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _newest_per_config(records: Sequence[RunRecord]) -> list[RunRecord]:
+    newest: dict[tuple, RunRecord] = {}
+    for r in records:
+        if r.status == "passed":
+            newest[(r.vendor, r.config, json.dumps(r.fix_hp, sort_keys=True))] = r
+    return sorted(newest.values(), key=lambda r: (r.vendor, r.config, r.started))
+
+
+def _throughput_metric(
+    records: Sequence[RunRecord], refs: dict[str, list[Reference]]
+) -> str | None:
+    have = {k for r in records for k, v in r.metrics.items() if v is not None}
+    have |= {ref.metric for rs in refs.values() for ref in rs}
+    return next((m for m in THROUGHPUT_ORDER if m in have), None)
+
+
+def _case_section(
+    case: str, records: list[RunRecord], shown: list[RunRecord], results_dir: Path
+) -> Iterator[str]:
+    yield f'<section class="case" id="case-{_slug(case)}"><h2>{_e(case)}</h2>'
+    newest = _newest_per_config(shown)
+    if newest:
+        header, rows, legend = case_table(newest, ids=True)
+        yield "<h3>The seeds' table (newest passed run per config and hyperparameters)</h3>"
+        yield _html_table(header, rows) + (f'<p class="note">{_e(legend)}</p>' if legend else "")
+    refs = config_references(case)
+    registry = records[-1].registry()
+    name = _throughput_metric(shown, refs)
+    if name:
+        bars = [(f"{r.vendor}/{r.config}", r.metrics.get(name)) for r in newest]
+        drawn = {k: [r for r in v if r.metric == name] for k, v in refs.items()}
+        drawn = {k: v for k, v in drawn.items() if v}
+        yield "<h3>Throughput per config (red: the config's references and their bands)</h3>"
+        yield throughput_chart(registry[name], bars, drawn)
+    yield from _references_table(refs, registry, newest)
+    yield "<h3>History (band: median of the last runs ± max(3 MADs, tolerance); red: flagged)</h3>"
+    shown_ids = {r.run_id for r in shown}
+    for runs in series(records).values():
+        window = [r for r in runs if r.run_id in shown_ids]
+        if not window:
+            continue
+        yield f"<h4>{_breakable(_series_title(runs))}</h4>"
+        for metric in registry.values():
+            if metric.higher_is_better is None or all(
+                r.metrics.get(metric.name) is None for r in window
+            ):
+                continue
+            have = [r for r in runs if r.metrics.get(metric.name) is not None]
+            bands = rolling_bands(metric, have)
+            keep = [i for i, r in enumerate(have) if r.run_id in shown_ids][-MAX_POINTS:]
+            pts = [have[i] for i in keep]
+            yield history_chart(
+                metric, pts, [bands[i] for i in keep], [_flagged(r, metric.name) for r in pts]
+            )
+    last = shown[-1]
+    yield f"<h3>Loss curve of the newest run ({_e(last.run_id)}, {_e(last.status)})</h3>"
+    curve = loss_curve(results_dir, last.run_id)
+    if len(curve) >= 2:
+        yield loss_chart(curve)
+    else:
+        yield f'<p class="note">no loss in runs/{_e(last.run_id)}/events.jsonl</p>'
+    yield "</section>"
+
+
+def _references_table(
+    refs: dict[str, list[Reference]], registry: dict[str, Metric], newest: list[RunRecord]
+) -> Iterator[str]:
+    rows = []
+    for config, rs in refs.items():
+        for ref in rs:
+            metric = registry.get(ref.metric)
+            if metric is None:
+                continue
+            lo, hi = ref.bounds(metric)
+            rows.append(
+                [
+                    config,
+                    ref.metric,
+                    f"{metric.show(ref.value)} {ref.unit}".strip(),
+                    fmt_band(metric, lo, hi),
+                    ref.device or config.split("/")[1].split("x")[0],
+                    format_fix_hp(ref.hp, {}),
+                    ref.source,
+                ]
+            )
+    if rows:
+        yield "<h3>References (judged only on their device, with their hyperparameters)</h3>"
+        yield _html_table(["config", "metric", "value", "band", "device", "hp", "source"], rows)
+    flagged = [
+        [
+            r.run_id,
+            f"{r.vendor}/{r.config}",
+            c.metric,
+            registry[c.metric].show(c.value) if c.metric in registry else str(c.value),
+            fmt_band(registry[c.metric], c.low, c.high) if c.metric in registry else "",
+            c.basis,
+        ]
+        for r in newest
+        if r.verdict
+        for c in r.verdict.flagged
+    ]
+    if flagged:
+        yield '<h3 class="flag">Flagged in the newest runs</h3>'
+        yield _html_table(["run", "config", "metric", "value", "band", "band from"], flagged)
+
+
+def render(
+    records: Sequence[RunRecord],
+    results_dir: Path,
+    since: str | None = None,
+    title: str = "fleetperf report",
+) -> str:
+    """The page: ``records`` are every run of the cases to show (history needs the runs
+    before ``since``); the page shows runs started at or after ``since``."""
+    by_case: dict[str, list[RunRecord]] = {}
+    for r in sorted(records, key=lambda r: (r.started, r.run_id)):
+        by_case.setdefault(r.case, []).append(r)
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
+        f"<style>{CSS}</style></head><body><h1>{_e(title)}</h1>",
+        f'<p class="note">Generated {now} from {len(records)} run(s)'
+        + (f", showing runs since {_e(since)}" if since else "")
+        + ". Offline page: charts are inline SVG; hover a point for its run.</p>",
+    ]
+    sections = []
+    for case, runs in by_case.items():
+        shown = [r for r in runs if since is None or r.started >= since]
+        if shown:
+            sections.append(case)
+            parts.extend(_case_section(case, runs, shown, results_dir))
+    if not sections:
+        parts.append("<p>No runs match.</p>")
+    else:
+        nav = " · ".join(f'<a href="#case-{_slug(c)}">{_e(c)}</a>' for c in sections)
+        parts.insert(2, f"<nav>{nav}</nav>")
+    parts.append("</body></html>\n")
+    return "".join(parts)
+
+
+def write_report(path: Path, text: str) -> None:
+    """Never a half page, never through a link planted beside it (tui/core/safefile.py)."""
+    safefile.write_text(path, text)
