@@ -584,7 +584,7 @@ def test_lease_refuses_waits_and_is_released(tmp_path: Path) -> None:
 
 
 def test_a_lease_whose_controller_died_is_taken_over(tmp_path: Path) -> None:
-    code = "import json; from dataclasses import asdict; from tui import liveness; "
+    code = "import json; from dataclasses import asdict; from tui.core import liveness; "
     code += "print(json.dumps(asdict(liveness.this_controller())))"
     dead = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     gone = json.loads(dead.stdout)  # the lease of a controller that exited, as fleet sends it

@@ -228,7 +228,7 @@ def test_host_lease_proves_a_controller_gone_only_in_its_own_namespace(monkeypat
     assert {"pid", "start", "boot_id", "pidns", "timens"} <= set(mine)
     assert not host.controller_gone(mine)  # this process runs
 
-    code = "import json; from dataclasses import asdict; from tui import liveness; "
+    code = "import json; from dataclasses import asdict; from tui.core import liveness; "
     code += "print(json.dumps(asdict(liveness.this_controller())))"
     child = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
