@@ -214,6 +214,7 @@ def test_hp_is_checked_once_against_case_yaml(tp_case: Path, tmp_path: Path) -> 
         "unknown": (_hp(dropout=0.1), "hp.dropout: not in tpcase's case.yaml defaults"),
         "type": (_hp(train_batch_size="4"), "hp.train_batch_size: expected int like 4"),
         "bool": (_hp(tp=True), "hp.tp: expected int"),
+        "bounds": (_hp(train_batch_size=0), "hp.train_batch_size: must be at least 1"),
     }
     for name, (hp, says) in cases.items():
         path = _config(tmp_path / name, hp)
@@ -274,7 +275,8 @@ def test_inference_finish_reports_token_rates(tmp_path: Path) -> None:
     case = tmp_path / "cases" / "infer"
     case.mkdir(parents=True)
     hp = {"precision": "fp32", "eval_batch_size": 4, "warmup_steps": 1, "seed": 1}
-    declared = {"name": "infer", "kind": "inference", "defaults": hp}
+    declared = {"name": "infer", "model": "none", "dataset": "none", "task": "test"}
+    declared |= {"kind": "inference", "entrypoint": "run.py", "report": [], "defaults": hp}
     (case / "case.yaml").write_text(json.dumps(declared))  # JSON is YAML
     data = tmp_path / "data"
     (data / "tpcase").mkdir(parents=True)  # _run's data dir
