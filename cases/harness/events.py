@@ -23,8 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# The kinds of record, defined here once: the controller's reader (tui/core/events.py) takes
+# these and drops a line of any other kind.
 KINDS = ("start", "step", "eval", "sys", "result", "error")
-NODE_KINDS = frozenset({"start", "step", "eval", "sys"})
 
 
 def _clean(value: Any) -> Any:

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import threading
 import typing
+from pathlib import Path
 
 import pytest
 
@@ -375,3 +376,27 @@ def test_blame_puts_a_workload_killed_by_a_signal_before_its_peers_consequences(
     # Otherwise the first observed wins.
     first = HostState("r1", "a", "failed", "host a rank 0: timed out after 60 s")
     assert blame([first, exit_1])[0] == first.message
+
+
+def test_every_kind_the_harness_writes_is_read(tmp_path: Path) -> None:
+    """The kinds are defined once, by the writer (harness.events.KINDS): a record of each,
+    as the writer emits it, becomes an event here; the writer refuses any other kind."""
+    from harness.events import KINDS, EventWriter
+
+    least = {
+        "start": {"world_size": 1},
+        "step": {"step": 1, "samples": 8},
+        "eval": {"name": "acc", "value": 0.5},
+        "sys": {"cpu_percent": 5.0},
+        "result": {"status": "passed", "converged": True},
+        "error": {"message": "boom"},
+    }
+    assert set(least) == set(KINDS)
+    with EventWriter(tmp_path / "events.jsonl") as writer:
+        for kind in KINDS:
+            writer.emit(kind, **least[kind])
+        with pytest.raises(ValueError, match="unknown event kind 'mystery'"):
+            writer.emit("mystery")
+    lines = (tmp_path / "events.jsonl").read_text().splitlines()
+    assert len(lines) == len(KINDS)
+    assert all(parse_line("r1", "h", text) is not None for text in lines)

@@ -9,9 +9,10 @@ import math
 import random
 from typing import Any
 
+from harness.events import KINDS
+
 from tui.core.events import DROPPED, MAX_LINE_BYTES, Dropped, parse, parse_line
 
-KINDS = ("start", "step", "eval", "sys", "result", "error")
 VALID: dict[str, dict[str, Any]] = {
     "start": {"world_size": 2, "case": "c", "precision": "fp32"},
     "step": {"step": 3, "samples": 24, "tokens": 100, "loss": 0.5, "lr": 1e-3, "throughput": 9.5},

@@ -2,7 +2,8 @@
 
 Three sources feed them: the engine itself (a run started or finished), ansible-runner's
 event stream (host phases, task failures) and the workload's ``events.jsonl`` lines that
-the poll task hands back (see docs/workload-contract.md). Every event names its run first.
+the poll task hands back (see docs/workload-contract.md; their kinds are the writer's,
+``harness.events.KINDS``). Every event names its run first.
 Nothing here imports torch or textual.
 """
 
@@ -16,6 +17,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from harness.events import KINDS
 
 from tui.core.text import clean, clean_tree
 
@@ -301,7 +304,7 @@ def _typed(run_id: str, host: str, rec: dict[str, Any], received: float | None) 
     kind = rec.get("kind")
     if not isinstance(kind, str):
         raise _Broken("kind missing or not a string")
-    if kind not in ("step", "eval", "sys", "start", "result", "error"):
+    if kind not in KINDS:
         raise _Broken("an unknown kind")
     rank, t = _need_count(rec, "rank"), _need_num(rec, "t")
     if kind == "step":
