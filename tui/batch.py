@@ -18,9 +18,11 @@ from tui.core.events import Event, HostState, MetricSample, RunFinished, RunStar
 from tui.core.eventtext import event_text
 from tui.core.term import printable
 from tui.engine.session import Batch, Session
-from tui.results.references import flag_line
+from tui.results.record import RunRecord
+from tui.results.report import fmt_band
 from tui.results.store import interrupted_line
 from tui.results.tables import render
+from tui.results.verdict import Check
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_FLAGGED = 3  # every run passed, but a metric is outside its band (docs/references.md)
@@ -131,6 +133,18 @@ class ProgressPrinter:
             )
         lines.append(f"== {event_text(ev).text}")
         return "\n".join(lines)
+
+
+def flag_line(record: RunRecord, check: Check) -> str:
+    """The line --batch prints for a flagged metric: name, value, band and its source."""
+    metric = record.registry().get(check.metric)
+    show = metric.show if metric else str
+    unit = f" {metric.unit}" if metric and metric.unit and metric.fmt != "pct" else ""
+    band = fmt_band(metric, check.low, check.high) if metric else "?"
+    return (
+        f"FLAGGED {record.case} {record.vendor}/{record.config} run {record.run_id}:"
+        f" {check.metric} {show(check.value)}{unit} outside {band} ({check.basis})"
+    )
 
 
 @contextmanager

@@ -75,6 +75,8 @@ def test_help_lists_binding_ids_and_palette_offers_every_action(tmp_path: Path) 
             text = plain(app.screen.query_one(Static))
             for binding_id in ("cases.launch", "cases.overrides", "go.results", "tree.mark"):
                 assert binding_id in text
+            # What the screen is for: its docstring, as one paragraph.
+            assert "Cases and their vendor configs. Space marks a config (on a case:" in text
             await pilot.press("escape")
             assert isinstance(app.screen, CasesScreen)
             commands = {c.title for c in app.get_system_commands(app.screen)}

@@ -14,13 +14,13 @@ import pytest
 from conftest import Fleetperf
 from harness.metrics import METRICS
 
+from tui.batch import flag_line
 from tui.catalog import catalog
 from tui.core import paths
 from tui.results.record import RunRecord
 from tui.results.references import (
     HISTORY_RUNS,
     MIN_HISTORY,
-    flag_line,
     history_band,
     history_of,
     judge,
@@ -328,7 +328,7 @@ def test_the_results_screen_shows_the_flag_and_the_band(tmp_path: Path) -> None:
 
 
 def test_the_dashboard_line_names_the_configs_throughput_references() -> None:
-    from tui.results.references import rate_references
+    from tui.app.screens.dashboard import rate_references
 
     line = rate_references("distilbert-pytorch", "nvidia/A100x1x8")
     assert line == "reference on A100-SXM4-40GB: p_core 1942.6 samples/s"

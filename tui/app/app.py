@@ -155,8 +155,10 @@ class FleetperfApp(App[int]):
             )
 
     def action_help(self) -> None:
-        about = getattr(self.screen, "HELP", "")
-        self.push_screen(HelpScreen(self.screen, about))
+        # A screen's help is its docstring: the four screens' (a dialog has none to show).
+        shown = type(self.screen)
+        about = shown.__doc__ if shown in self.MODES.values() else None
+        self.push_screen(HelpScreen(self.screen, " ".join((about or "").split())))
 
     def action_toggle_theme(self) -> None:
         self.theme = "textual-light" if self.theme == "textual-dark" else "textual-dark"

@@ -14,15 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tui.core.events import (
-    EvalSample,
-    HostState,
-    MetricSample,
-    RunFinished,
-    RunStarted,
-    WorkloadError,
-    WorkloadStarted,
-)
+from tui.core import events
 from tui.core.eventtext import event_text
 
 SERIES_POINTS = 600  # per run and chart: five minutes at two ticks a second
@@ -135,34 +127,34 @@ class RunFeed:
                 self._fold(view, ev)
 
     def _fold(self, view: RunView, ev: Any) -> None:
-        if isinstance(ev, MetricSample):
+        if isinstance(ev, events.MetricSample):
             self._metric(view, ev)
             return
-        if isinstance(ev, RunStarted):
+        if isinstance(ev, events.RunStarted):
             view.status = "running"
-        elif isinstance(ev, RunFinished):
+        elif isinstance(ev, events.RunFinished):
             view.status, view.error = ev.status, ev.error
             # Hosts still shown as working have stopped with the run (cleanup always runs).
             phase = "finished" if ev.status == "passed" else "stopped"
             for host, row in view.rows.items():
                 if row.phase in ("queued", "preflight", "running"):
                     self._set(view, host, phase=phase, eta_s=None)
-        elif isinstance(ev, HostState):
+        elif isinstance(ev, events.HostState):
             done = ev.phase not in ("preflight", "running")
             eta = None if done else view.rows.get(ev.host, HostRow(ev.host)).eta_s
             self._set(view, ev.host, phase=ev.phase, message=ev.message, eta_s=eta)
-        elif isinstance(ev, WorkloadStarted):
+        elif isinstance(ev, events.WorkloadStarted):
             self._set(view, ev.host, phase="running")
-        elif isinstance(ev, EvalSample):
+        elif isinstance(ev, events.EvalSample):
             if view.target and ev.name == view.target[0]:
                 view.best_eval = max(ev.value, view.best_eval or ev.value)
                 self._dirty_runs.add(view.run_id)
-        elif isinstance(ev, WorkloadError):
+        elif isinstance(ev, events.WorkloadError):
             self._set(view, ev.host, phase="failed", message=ev.message, eta_s=None)
         if said := event_text(ev):
             self._log(view, said.text if said.host is None else f"{said.host}: {said.text}")
 
-    def _metric(self, view: RunView, ev: MetricSample) -> None:
+    def _metric(self, view: RunView, ev: events.MetricSample) -> None:
         key = (view.run_id, ev.host)
         previous = view.rows.get(ev.host) or HostRow(ev.host)
         tokens_per_s = None

@@ -18,16 +18,13 @@ Controller code: no torch, no textual. Pure functions but ``judge`` (which reads
 
 from __future__ import annotations
 
-import functools
 import statistics
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.metrics import METRICS, Metric
+from harness.metrics import Metric
 
-from tui.catalog import catalog
 from tui.catalog.published import Reference
-from tui.core.errors import CatalogError
 from tui.results.verdict import Check, Verdict
 
 if TYPE_CHECKING:
@@ -43,26 +40,6 @@ DEFAULT_TOLERANCE = 0.15  # least half-width, as a fraction of the median
 # Metrics whose runs spread more by nature: wall time from process start (imports, data
 # loading, time to a target accuracy), and accuracy at the evaluation that ended the run.
 TOLERANCE = {"e2e_time": 0.25, "e2e_time_main": 0.25, "acc": 0.05}
-# A case's headline throughput (the seeds' bold column): the first of these it has.
-THROUGHPUT_ORDER = (
-    "p_core",
-    "tokens_per_s_per_device",
-    "p_infer_core",
-    "p_val_core",
-    "p_train",
-    "p_whole",
-    "p_infer_whole",
-    "p_val_whole",
-)
-
-
-def fmt_band(metric: Metric, low: float | None, high: float | None) -> str:
-    """'>= 259.1', '<= 32.9', '259.1..316.7' in the metric's own format."""
-    if low is not None and high is not None:
-        return f"{metric.show(low)}..{metric.show(high)}"
-    if low is not None:
-        return f">= {metric.show(low)}"
-    return f"<= {metric.show(high)}" if high is not None else "any"
 
 
 def outside(value: float, low: float | None, high: float | None) -> bool:
@@ -240,53 +217,3 @@ def judge(record: RunRecord, spec: RunSpec, store: ResultStore) -> RunRecord:
         return record
     verdict = verdict_for(record, spec, store.list(case=record.case))
     return record.model_copy(update={"verdict": verdict})
-
-
-def flag_line(record: RunRecord, check: Check) -> str:
-    """The line --batch prints for a flagged metric: name, value, band and its source."""
-    metric = record.registry().get(check.metric)
-    show = metric.show if metric else str
-    unit = f" {metric.unit}" if metric and metric.unit and metric.fmt != "pct" else ""
-    band = fmt_band(metric, check.low, check.high) if metric else "?"
-    return (
-        f"FLAGGED {record.case} {record.vendor}/{record.config} run {record.run_id}:"
-        f" {check.metric} {show(check.value)}{unit} outside {band} ({check.basis})"
-    )
-
-
-def check_rows(record: RunRecord) -> list[tuple[str, str, str, str, bool]]:
-    """The verdict as rows for a screen: metric, value, band, where it came from, flagged."""
-    if record.verdict is None:
-        return []
-    metrics = record.registry()
-    rows = []
-    for c in record.verdict.checks:
-        m = metrics.get(c.metric)
-        value = m.show(c.value) if m else f"{c.value:g}"
-        band = fmt_band(m, c.low, c.high) if m else "?"
-        rows.append((c.metric, value, band, c.basis, c.flagged))
-    return rows
-
-
-@functools.lru_cache(maxsize=64)  # the dashboard asks at every refresh
-def rate_references(case_name: str, config_ref: str) -> str:
-    """The config's throughput references in one line, for the dashboard beside the live
-    throughput ("" when it has none, or the case or config cannot be read)."""
-    try:
-        case = catalog.load_case(case_name)
-        config = catalog.load_config(case, config_ref)
-    except CatalogError:
-        return ""
-    have = {ref.metric for ref in config.references}
-    name = next((m for m in THROUGHPUT_ORDER if m in have), None)
-    parts = []
-    for ref in config.references:
-        if ref.metric != name:
-            continue
-        metric = METRICS[ref.metric]
-        cond = f" with {', '.join(f'{k}={v}' for k, v in ref.hp.items())}" if ref.hp else ""
-        parts.append(f"{ref.metric} {metric.show(ref.value)} {ref.unit}{cond}")
-    if not parts:
-        return ""
-    device = config.references[0].device or config.chip
-    return f"reference on {device}: " + "; ".join(parts)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,19 +28,41 @@ from tui.core import safefile
 from tui.core.errors import CatalogError
 from tui.core.text import html_text
 from tui.results.record import RUN_ID, RunRecord
-from tui.results.references import (
-    THROUGHPUT_ORDER,
-    Reference,
-    comparable_key,
-    fmt_band,
-    history_band,
-)
+from tui.results.references import Reference, comparable_key, history_band
 from tui.results.tables import case_table, format_fix_hp
 
 MAX_POINTS = 200  # a history chart shows a series' newest this many runs
 MAX_CURVE = 500  # a loss curve is thinned to about this many points
 MAX_EVENTS_BYTES = 64 * 2**20  # read no more of an events.jsonl than this
 W, H, PAD_L, PAD_R, PAD_T, PAD_B = 640, 220, 70, 20, 24, 34  # chart geometry (px)
+
+# A case's headline throughput (the seeds' bold column): the first of these it has.
+THROUGHPUT_ORDER = (
+    "p_core",
+    "tokens_per_s_per_device",
+    "p_infer_core",
+    "p_val_core",
+    "p_train",
+    "p_whole",
+    "p_infer_whole",
+    "p_val_whole",
+)
+
+
+def fmt_band(metric: Metric, low: float | None, high: float | None) -> str:
+    """'>= 259.1', '<= 32.9', '259.1..316.7' in the metric's own format."""
+    if low is not None and high is not None:
+        return f"{metric.show(low)}..{metric.show(high)}"
+    if low is not None:
+        return f">= {metric.show(low)}"
+    return f"<= {metric.show(high)}" if high is not None else "any"
+
+
+def headline(metrics: Iterable[str]) -> str | None:
+    """The headline throughput among ``metrics`` (the first of ``THROUGHPUT_ORDER``)."""
+    have = set(metrics)
+    return next((m for m in THROUGHPUT_ORDER if m in have), None)
+
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1100px}
@@ -426,7 +448,7 @@ def _throughput_metric(
 ) -> str | None:
     have = {k for r in records for k, v in r.metrics.items() if v is not None}
     have |= {ref.metric for rs in refs.values() for ref in rs}
-    return next((m for m in THROUGHPUT_ORDER if m in have), None)
+    return headline(have)
 
 
 def _case_section(

@@ -28,15 +28,13 @@ Pick = tuple[str, str]  # (case, vendor/CHIPxNxP)
 
 
 class CasesScreen(Screen[None]):
+    """Cases and their vendor configs. Space marks a config (on a case: all of its configs);
+    the detail pane shows the highlighted one resolved with your overrides. Overrides are
+    KEY=VALUE pairs separated by spaces, checked as --set is in batch mode. Launch (l, or
+    enter in the overrides field) runs every marked config (or the highlighted one) on the
+    inventory's hosts; enter on the tree folds a case."""
+
     TITLE = "Cases"
-    HELP = (
-        "Cases and their vendor configs. Space marks a config (on a case: all of its"
-        " configs); the detail pane shows the highlighted one resolved with your"
-        " overrides. Overrides are KEY=VALUE pairs separated by spaces, checked as"
-        " --set is in batch mode. Launch (l, or enter in the overrides field) runs every"
-        " marked config (or the highlighted one) on the inventory's hosts; enter on the"
-        " tree folds a case."
-    )
     BINDINGS = [
         Binding("l", "launch", "Launch", id="cases.launch"),
         Binding("o", "edit_overrides", "Overrides", id="cases.overrides"),

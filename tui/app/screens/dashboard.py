@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
+from harness.metrics import METRICS
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,7 +18,9 @@ from tui.app.safe import literal
 from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.widgets.charts import Chart, RunProgress
 from tui.app.widgets.hosttable import HostTable
-from tui.results.references import rate_references
+from tui.catalog import catalog
+from tui.core.errors import CatalogError
+from tui.results.report import headline
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
@@ -37,13 +41,12 @@ COLUMNS = {
 
 
 class DashboardScreen(Screen[None]):
+    """Every run launched from this app, newest last. The table has one row per host of the
+    highlighted run; the charts show its throughput (samples/s), mean loss and peak memory
+    over time. Cancel asks first, then stops the remote work; what was measured is kept in
+    the store."""
+
     TITLE = "Runs"
-    HELP = (
-        "Every run launched from this app, newest last. The table has one row per host"
-        " of the highlighted run; the charts show its throughput (samples/s), mean loss"
-        " and peak memory over time. Cancel asks first, then stops the remote work; what"
-        " was measured is kept in the store."
-    )
     BINDINGS = [
         Binding("x", "cancel_run", "Cancel run", id="runs.cancel"),
         Binding("c", "toggle_charts", "Charts", id="runs.charts"),
@@ -253,3 +256,26 @@ def _cells(row: HostRow) -> tuple[str, ...]:
         _eta(row.eta_s),
         row.message,
     )
+
+
+@functools.lru_cache(maxsize=64)  # the dashboard asks at every refresh
+def rate_references(case_name: str, config_ref: str) -> str:
+    """The config's throughput references in one line, for the dashboard beside the live
+    throughput ("" when it has none, or the case or config cannot be read)."""
+    try:
+        case = catalog.load_case(case_name)
+        config = catalog.load_config(case, config_ref)
+    except CatalogError:
+        return ""
+    name = headline(ref.metric for ref in config.references)
+    parts = []
+    for ref in config.references:
+        if ref.metric != name:
+            continue
+        metric = METRICS[ref.metric]
+        cond = f" with {', '.join(f'{k}={v}' for k, v in ref.hp.items())}" if ref.hp else ""
+        parts.append(f"{ref.metric} {metric.show(ref.value)} {ref.unit}{cond}")
+    if not parts:
+        return ""
+    device = config.references[0].device or config.chip
+    return f"reference on {device}: " + "; ".join(parts)

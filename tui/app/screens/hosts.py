@@ -29,13 +29,12 @@ TASK_COLUMNS = ("host", "mode", "task", "ok", "changed", "failed", "skipped")
 
 
 class HostsScreen(Screen[None]):
+    """The inventory's groups and hosts. Preflight asks every host through ansible-runner
+    (setup): reachable, chip, device count, and whether its benchmark image is there.
+    Provision runs provision.yml on the marked hosts (or the highlighted one) in check mode
+    first, shows what would change, and asks before the real run."""
+
     TITLE = "Hosts"
-    HELP = (
-        "The inventory's groups and hosts. Preflight asks every host through ansible-runner"
-        " (setup): reachable, chip, device count, and whether its benchmark image is there."
-        " Provision runs provision.yml on the marked hosts (or the highlighted one) in"
-        " check mode first, shows what would change, and asks before the real run."
-    )
     BINDINGS = [
         Binding("p", "preflight", "Preflight", id="hosts.preflight"),
         Binding("v", "provision", "Provision", id="hosts.provision"),

@@ -20,7 +20,7 @@ from tui.app.safe import literal
 from tui.core import safefile
 from tui.results.compare import compare
 from tui.results.record import RunRecord
-from tui.results.references import check_rows
+from tui.results.report import fmt_band
 from tui.results.store import ResultStore, StoreError
 from tui.results.tables import FORMATS, config_env_text, peak_text, render, short_id
 
@@ -32,20 +32,18 @@ FILTERS = ("case", "vendor", "config")
 
 
 class ResultsScreen(Screen[None]):
+    """Every run in the results store, newest first, filtered by case, vendor and config;
+    the run id field takes an id as fleetperf results does (whole, a unique prefix, or the
+    short form of the run column) and marks that run. Space marks runs. The lower pane shows
+    the seeds' table of the marked runs (all shown runs if none is marked); with two marked,
+    Compare shows them side by side with the change of each metric, flagged (!) when the
+    newer value lies outside the spread (min..max) of the earlier passed runs it is
+    comparable with (case, config, hyperparameters, accelerator, data; loaded and quiet
+    hosts apart); what else separates the two runs is named above the table. Export writes
+    markdown, CSV or JSON."""
+
     TITLE = "Results"
     AUTO_FOCUS = "#history"  # marks and views work from the list; the filters are a tab away
-    HELP = (
-        "Every run in the results store, newest first, filtered by case, vendor and"
-        " config; the run id field takes an id as fleetperf results does (whole, a unique"
-        " prefix, or the short form of the run column) and marks that run. Space marks"
-        " runs. The lower pane shows the seeds' table of the marked runs (all shown runs"
-        " if none is marked); with two marked, Compare shows them"
-        " side by side with the change of each metric, flagged (!) when the newer value"
-        " lies outside the spread (min..max) of the earlier passed runs it is comparable"
-        " with (case, config, hyperparameters, accelerator, data; loaded and quiet hosts"
-        " apart); what else separates the two runs is named above the table."
-        " Export writes markdown, CSV or JSON."
-    )
     BINDINGS = [
         Binding("space", "toggle", "Mark", id="results.mark"),
         # Short words: at 80 columns the footer must still show help and the screen keys.
@@ -399,3 +397,17 @@ def _compare_table(before: RunRecord, after: RunRecord, history: list[RunRecord]
             flag,
         )
     return table
+
+
+def check_rows(record: RunRecord) -> list[tuple[str, str, str, str, bool]]:
+    """The verdict as rows for a screen: metric, value, band, where it came from, flagged."""
+    if record.verdict is None:
+        return []
+    metrics = record.registry()
+    rows = []
+    for c in record.verdict.checks:
+        m = metrics.get(c.metric)
+        value = m.show(c.value) if m else f"{c.value:g}"
+        band = fmt_band(m, c.low, c.high) if m else "?"
+        rows.append((c.metric, value, band, c.basis, c.flagged))
+    return rows
