@@ -31,7 +31,7 @@ options:
     type: str
   limits:
     description: NAME -> C({bytes, keep}), the most of that file copied and which end is
-      kept (C(head) or C(tail)); a name not in it is copied whole (tui/executors/fleet.py
+      kept (C(head) or C(tail)); a name not in it is copied whole (tui/executors/hostfiles.py
       HOST_FILE_LIMITS).
     type: dict
     default: {}

@@ -40,8 +40,9 @@ options:
     type: str
     default: ""
   executor:
-    description: C(process) on the host, or C(docker) in the vendor's image (then only
-      O(env) reaches the workload, and O(container), O(run_id) and O(host) are required).
+    description: C(process) on the host (module_utils/fleetperf_process.py), or C(docker)
+      in the vendor's image (module_utils/fleetperf_docker.py; then only O(env) reaches the
+      workload, and O(container), O(run_id) and O(host) are required).
     type: str
     default: process
     choices: [process, docker]
@@ -177,31 +178,10 @@ image_id:
 import ipaddress
 import os
 import socket
-import subprocess
-import sys
 
-from ansible.module_utils import fleetperf_docker
+from ansible.module_utils import fleetperf_docker, fleetperf_process
 from ansible.module_utils import fleetperf_host as files
 from ansible.module_utils.basic import AnsibleModule
-
-# The supervisor is a constant program: it waits for the workload so that its exit
-# status lands in run_dir/exit_code even though Ansible has long returned.
-SUPERVISOR = r"""
-import os, signal, subprocess, sys
-run_dir, argv = sys.argv[1], sys.argv[2:]
-with open(os.path.join(run_dir, "stdout.log"), "ab") as out, \
-     open(os.path.join(run_dir, "stderr.log"), "ab") as err:
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
-signal.signal(signal.SIGTERM, lambda *_: proc.terminate())
-rc = proc.wait()
-tmp = os.path.join(run_dir, "exit_code.tmp")
-if os.path.lexists(tmp):  # the workload's: never written through
-    os.unlink(tmp)
-with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "w") as f:
-    f.write(str(rc))
-os.replace(tmp, os.path.join(run_dir, "exit_code"))
-"""
-
 
 # The interface gloo and NCCL open their sockets on (bootstrap, and TCP transport).
 SOCKET_IFNAMES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
@@ -261,7 +241,7 @@ def launch_container(module: AnsibleModule, run_dir: str) -> None:
     if why:
         module.fail_json(msg=f"host {p['host']}: {why}")
     env = workload_env(module)
-    command = ["python", "-c", SUPERVISOR, run_dir, *p["argv"]]
+    command = fleetperf_process.supervised("python", run_dir, p["argv"])
     target = fleetperf_docker.target(run_dir, p["docker_host"], p["host"])
     if target["run_id"] != p["run_id"]:  # tail and stop find the container by its run dir
         module.fail_json(msg=f"host {p['host']}: {run_dir} is not run {p['run_id']}'s directory")
@@ -303,21 +283,9 @@ def main() -> None:
         module.exit_json(changed=True)
     if module.params["executor"] == "docker":
         launch_container(module, run_dir)
-
-    env = dict(os.environ)
-    env.update(workload_env(module))
-    proc = subprocess.Popen(
-        [sys.executable, "-c", SUPERVISOR, run_dir, *module.params["argv"]],
-        cwd=module.params["chdir"],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # own process group: cleanup kills the whole tree
-        close_fds=True,
-    )
-    files.record(run_dir, proc.pid)
-    module.exit_json(changed=True, pid=proc.pid)
+    p = module.params
+    pid = fleetperf_process.launch(run_dir, p["argv"], p["chdir"], workload_env(module))
+    module.exit_json(changed=True, pid=pid)
 
 
 if __name__ == "__main__":

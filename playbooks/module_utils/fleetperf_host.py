@@ -83,7 +83,7 @@ def plain(name: str) -> bool:
 
 
 # A member cut to its limit carries the file's whole size in this pax header, for the
-# controller's notes (tui/executors/fleet.py unpack_host_files).
+# controller's notes (tui/executors/hostfiles.py unpack_host_files).
 CUT_HEADER = "FLEETPERF.size"
 KEEPS = ("head", "tail")
 

@@ -19,7 +19,7 @@ from test_modules import module
 from tui.core.events import DROPPED, Event, MetricSample
 from tui.core.stream import Reach
 from tui.engine.session import Session
-from tui.executors import fleet
+from tui.executors import hostfiles, tracker
 
 MIB = 1 << 20
 STEP = json.dumps({"t": 1.0, "kind": "step", "rank": 0, "step": 1, "samples": 8}) + "\n"
@@ -46,19 +46,17 @@ def test_recover_reads_a_huge_tail_in_bounded_memory_and_keeps_a_capped_copy(
         (plan,) = session.plan([("emitter", "cpu/CPUx1x1")])
         launch = session._launch(plan)
         seen: list[Event] = []
-        tracker = fleet._prepare(launch, seen.append)
+        run = tracker.prepare(launch, seen.append)
         host_dir = tmp_path / "host-run"
         host_dir.mkdir()
         events = host_dir / "events.jsonl"
         events.write_text(STEP)
-        tracker._start_follower("box", str(events), Reach())
-        assert tracker.followers["box"].drain(len(STEP), 10)
+        run._start_follower("box", str(events), Reach())
+        assert run.followers["box"].drain(len(STEP), 10)
         _fill(events, 96)
         tracemalloc.start()
         try:
-            outcome = fleet._conclude(
-                launch, tracker, cancelled=False, rc=0, runner_status="done", started=""
-            )
+            outcome = tracker.conclude(launch, run, cancelled=False, rc=0, runner_status="done")
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
@@ -94,15 +92,15 @@ def test_the_host_cuts_before_the_tar_and_the_controller_notes_it(tmp_path: Path
     args = {
         "run_dir": str(run_dir),
         "files": ["events.jsonl", "stdout.log", "exit_code"],
-        "archive": fleet.HOST_ARCHIVE,
+        "archive": hostfiles.HOST_ARCHIVE,
         "limits": limits,
     }
     res, _ = module("fleetperf_collect", tmp_path, **args)
     assert res["cut"] == {"events.jsonl": len(STEP) + 3 * MIB, "stdout.log": 2 * MIB + 15}
     fetched = tmp_path / "fetched" / "h1"
     fetched.mkdir(parents=True)
-    (Path(res["dir"]) / fleet.HOST_ARCHIVE).rename(fetched / fleet.HOST_ARCHIVE)
-    notes = fleet.unpack_host_files(tmp_path / "fetched")
+    (Path(res["dir"]) / hostfiles.HOST_ARCHIVE).rename(fetched / hostfiles.HOST_ARCHIVE)
+    notes = hostfiles.unpack_host_files(tmp_path / "fetched")
     assert (fetched / "events.jsonl").read_bytes() == (STEP.encode() + b"e" * 3 * MIB)[:MIB]
     assert (fetched / "stdout.log").read_bytes() == b"o" * (MIB - 15) + b"the last words\n"
     assert (fetched / "exit_code").read_text() == "0"
@@ -129,13 +127,13 @@ def test_the_controller_caps_what_a_host_sent_whatever_its_tar_says(
         "exit_code": b"0" * 1000,
         "config.json": b"{}",
     }
-    with tarfile.open(host / fleet.HOST_ARCHIVE, "w", format=tarfile.PAX_FORMAT) as tar:
+    with tarfile.open(host / hostfiles.HOST_ARCHIVE, "w", format=tarfile.PAX_FORMAT) as tar:
         for name, data in members.items():
             member = tarfile.TarInfo(name)
             member.size = len(data)
-            member.pax_headers = {fleet.CUT_HEADER: "not a number"}
+            member.pax_headers = {hostfiles.CUT_HEADER: "not a number"}
             tar.addfile(member, io.BytesIO(data))
-    notes = fleet.unpack_host_files(tmp_path / "fetched")
+    notes = hostfiles.unpack_host_files(tmp_path / "fetched")
     assert (host / "stderr.log").read_bytes() == members["stderr.log"][-MIB:]
     assert (host / "exit_code").read_bytes() == b"0" * 64
     assert (host / "config.json").read_bytes() == b"{}"

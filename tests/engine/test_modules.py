@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tui.executors import fleet
+from tui.executors import hostfiles
+from tui.executors.stop import stop_run
 
 LIBRARY = Path(__file__).resolve().parents[2] / "playbooks" / "library"
 MODULE_UTILS = LIBRARY.parent / "module_utils"
@@ -702,14 +703,14 @@ def test_collect_into_one_tar_file_that_the_controller_unpacks(
     (run_dir / "exit_code").write_text("0")
     (run_dir / "stderr.log").symlink_to(host_file)
     names = ["events.jsonl", "stderr.log", "exit_code"]
-    args = {"run_dir": str(run_dir), "files": names, "archive": fleet.HOST_ARCHIVE}
+    args = {"run_dir": str(run_dir), "files": names, "archive": hostfiles.HOST_ARCHIVE}
     res, _ = module("fleetperf_collect", run_dir.parent, **args)
     assert res["files"] == ["events.jsonl", "exit_code"] and res["skipped"] == ["stderr.log"]
     assert sorted(p.name for p in Path(res["dir"]).iterdir()) == [res["archive"]]
     fetched = tmp_path / "fetched" / "h1"
     fetched.mkdir(parents=True)
-    shutil.copy(Path(res["dir"]) / res["archive"], fetched / fleet.HOST_ARCHIVE)
-    fleet.unpack_host_files(tmp_path / "fetched")
+    shutil.copy(Path(res["dir"]) / res["archive"], fetched / hostfiles.HOST_ARCHIVE)
+    hostfiles.unpack_host_files(tmp_path / "fetched")
     assert sorted(p.name for p in fetched.iterdir()) == ["events.jsonl", "exit_code"]
     assert (fetched / "exit_code").read_text() == "0"
     bad, _ = module("fleetperf_collect", run_dir.parent, **{**args, "archive": "../x.tar"})
@@ -720,7 +721,7 @@ def test_the_controller_unpacks_only_the_host_files_named(tmp_path: Path) -> Non
     """A tar file from a host is its workload's to shape: other names, links, paths out."""
     host = tmp_path / "fetched" / "h1"
     host.mkdir(parents=True)
-    with tarfile.open(host / fleet.HOST_ARCHIVE, "w") as tar:
+    with tarfile.open(host / hostfiles.HOST_ARCHIVE, "w") as tar:
         for name, data in (("events.jsonl", b"{}\n"), ("../escape", b"x"), ("other", b"y")):
             member = tarfile.TarInfo(name)
             member.size = len(data)
@@ -728,7 +729,7 @@ def test_the_controller_unpacks_only_the_host_files_named(tmp_path: Path) -> Non
         link = tarfile.TarInfo("stdout.log")
         link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
         tar.addfile(link)
-    fleet.unpack_host_files(tmp_path / "fetched")
+    hostfiles.unpack_host_files(tmp_path / "fetched")
     assert sorted(p.name for p in host.iterdir()) == ["events.jsonl"]
     assert not (tmp_path / "fetched" / "escape").exists()
 
@@ -748,7 +749,7 @@ def test_the_controllers_copy_follows_no_link(tmp_path: Path, host_file: Path) -
     (src / "events.jsonl").write_text('{"kind": "step"}\n')
     (src / "stderr.log").symlink_to(host_file)
     os.mkfifo(src / "exit_code")
-    fleet._copy_host_files({"h1": src}, tmp_path / "fetched")
+    hostfiles.copy_host_files({"h1": src}, tmp_path / "fetched")
     assert sorted(p.name for p in (tmp_path / "fetched" / "h1").iterdir()) == ["events.jsonl"]
 
 
@@ -768,7 +769,7 @@ def test_the_plays_fetch_brings_back_no_host_file(tmp_path: Path, host_file: Pat
         "fleetperf_run_root": str(results / "hosts" / "h1"),
     }
     inventory = write_inventory(tmp_path / "inventory.yml", {"h1": hostvars})
-    assert fleet.stop_run(run_id, ["h1"], inventory, results, tmp_path / "data")
+    assert stop_run(run_id, ["h1"], inventory, results, tmp_path / "data")
     fetched = results / "runs" / run_id / "hosts" / "h1"
     assert sorted(p.name for p in fetched.iterdir()) == ["events.jsonl", "exit_code"]
     assert not list((results / "hosts" / "h1").glob(".collect-*"))  # the snapshot removed

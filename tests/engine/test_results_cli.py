@@ -249,7 +249,7 @@ def test_one_run_shows_the_env_its_config_set(tmp_path: Path) -> None:
 
 
 def _store_with_long_ids(tmp_path: Path) -> tuple[str, str]:
-    """Two runs with ids as new_run_id (tui/executors/fleet.py) draws them, sharing a
+    """Two runs with ids as new_run_id (tui/executors/base.py) draws them, sharing a
     tail's first digit."""
     r1, r2 = seed001_records()[:2]
     one = "20261121-100000-distilbert-pytorch-fec4a1b2c3d4e5f6"

@@ -23,7 +23,7 @@ import yaml
 from dockerd import Dockerd, missing
 from test_modules import module
 
-from tui.executors import fleet
+from tui.executors.registry import executor_for
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = "fleetperf-local/base:bookworm"
@@ -128,7 +128,8 @@ def test_the_cleanup_of_a_dead_controller_stops_it_too(engine: Dockerd, tmp_path
     inventory.write_text(yaml.safe_dump({"all": {"hosts": {"h1": h1}}}))
     results = tmp_path / "results"
     (results / "runs" / "run-2").mkdir(parents=True)
-    assert fleet.stop_run("run-2", ["h1"], inventory, results, tmp_path / "data", "docker")
+    cleanup = executor_for("docker").cleanup
+    assert cleanup("run-2", ["h1"], inventory, results, tmp_path / "data")
     assert running(engine, "run-2") == [] and not (run_root / "fleetperf.lease").exists()
     # The supervisor's word replaced the forgery: the workload ended by the stop's SIGTERM.
     assert (results / "runs" / "run-2" / "hosts" / "h1" / "exit_code").read_text() == "-15"

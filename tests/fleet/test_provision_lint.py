@@ -97,7 +97,7 @@ def test_vendor_settings():
     assert "/dev/iluvatar*" in ilu["fleetperf_container_devices"]  # never privileged
     assert ilu["fleetperf_docker_runtime"] == ""
     cpu = fleet["cpu-node01"]
-    assert "fleetperf_executor" not in cpu  # the controller's default (process) applies
+    assert cpu["fleetperf_executor"] == "process"  # group_vars/all.yml: the default kind
 
 
 def test_facts_role_knows_the_pci_vendor_ids():

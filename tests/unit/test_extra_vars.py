@@ -1,4 +1,4 @@
-"""The extra vars contract (playbooks/vars/extra_vars.yml): the dicts tui/executors/fleet.py builds
+"""The extra vars contract (playbooks/vars/extra_vars.yml): the dicts tui/executors/ builds
 are what it declares, and the plays refuse extra vars that are not, before they touch a host.
 The plays run for real (ansible-runner, the local inventory), with the extra vars tagged
 !unsafe as the controller writes them."""
@@ -12,21 +12,23 @@ import pytest
 
 from tui.catalog import catalog
 from tui.core import paths
-from tui.executors import ansiblerun, fleet
+from tui.executors import ansiblerun
+from tui.executors.base import Launch, controller_vars, new_run_id
 from tui.executors.extravars import SPEC_FILE, declared, spec
+from tui.executors.stop import stop_run
 
 INVENTORY = paths.REPO_ROOT / "inventory" / "local.yml"
 CHECK_TASK = "Check the controller's extra vars"
 PREFLIGHT_TASK = "Check the host and take its lease"
 
 
-def launch(tmp_path: Path) -> fleet.Launch:
+def launch(tmp_path: Path) -> Launch:
     """A real run spec: the distilbert case on cpu/CPUx1x1, on localhost."""
     case = catalog.load_case("distilbert-pytorch")
     spec_ = catalog.resolve(case, catalog.load_config(case, "cpu/CPUx1x1"))
-    return fleet.Launch(
+    return Launch(
         spec=spec_,
-        run_id=fleet.new_run_id(case.name),
+        run_id=new_run_id(case.name),
         hosts=["localhost"],
         inventory=INVENTORY,
         results_dir=tmp_path / "results",
@@ -122,8 +124,8 @@ def test_run_yml_checks_its_extra_vars_first(tmp_path: Path):
 def test_stop_yml_checks_its_extra_vars(tmp_path: Path):
     results, data = tmp_path / "results", tmp_path / "data"
     (results / "hosts" / "localhost").mkdir(parents=True)  # the host's run root
-    assert fleet.stop_run("never-ran-1", ["localhost"], INVENTORY, results, data)
-    values = fleet.controller_vars(results, data) | {"fleetperf_run_id": "never-ran-2"}
+    assert stop_run("never-ran-1", ["localhost"], INVENTORY, results, data)
+    values = controller_vars(results, data) | {"fleetperf_run_id": "never-ran-2"}
     rc, failed = play(tmp_path, "stop.yml", {**values, "fleetperf_hosts": ["localhost"]})
     assert rc != 0 and list(failed) == [CHECK_TASK], failed
     assert "fleetperf_fetch_dir" in failed[CHECK_TASK]

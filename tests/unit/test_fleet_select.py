@@ -14,7 +14,8 @@ from tui.catalog.catalog import RunSpec
 from tui.core.errors import InventoryError
 from tui.core.events import CaseResult
 from tui.engine.inventory import Inventory, select_hosts
-from tui.executors.fleet import _synthetic, new_run_id, verdict
+from tui.executors.base import new_run_id, run_status
+from tui.executors.tracker import _synthetic
 
 
 def inventory(hosts: dict[str, dict], children: dict[str, list[str]] | None = None) -> Inventory:
@@ -134,8 +135,8 @@ BASE = {
         ),
     ],
 )
-def test_verdict(change: dict, expected: tuple) -> None:
-    assert verdict(**{**BASE, **change}) == expected
+def test_run_status(change: dict, expected: tuple) -> None:
+    assert run_status(**{**BASE, **change}) == expected
 
 
 def test_synthetic_if_any_host_real_only_if_all_say_so() -> None:

@@ -11,7 +11,7 @@ HEADLESS = (
     "tui.cli",
     "tui.batch",
     "tui.engine.session",
-    "tui.executors.fleet",
+    "tui.executors.registry",
     "tui.catalog.catalog",
     "tui.core.events",
     "tui.results.record",

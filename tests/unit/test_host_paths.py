@@ -2,7 +2,7 @@
 
 One validator turns a host's name into a path here (tui/core/paths.py ``host_path``). A
 compromised Slurm login host is played by fake modules beside a test playbook that imports
-the real playbooks/tasks/slurm_stop.yml, run through the controller's own run_slurm: its
+the real playbooks/tasks/slurm_stop.yml, run through the controller's own Slurm executor: its
 poll and its cancel name the nodes ``../../x`` and ``a/b``, its snapshot carries members
 for them. Nothing lands outside the run's fetch directory, the good node's files are kept,
 and the run's notes say which names were refused.
@@ -20,7 +20,10 @@ import yaml
 
 from tui.catalog import catalog
 from tui.core.paths import UnsafeName, host_path
-from tui.executors import fleet
+from tui.executors import ansiblerun
+from tui.executors.base import Launch, new_run_id
+from tui.executors.hostfiles import HOST_ARCHIVE
+from tui.executors.slurm import Slurm
 
 REPO = Path(__file__).resolve().parents[2]
 EVIL = ["../../x", "a/b"]
@@ -102,9 +105,7 @@ def _forged_login(tmp_path: Path, host_root: Path) -> tuple[Path, Path]:
         "slurm_collect": "fleetperf_slurm_collect",
     }
     for kind, module in kinds.items():
-        source = FAKE.format(
-            nodes=NODES, root=str(host_root), kind=kind, archive=fleet.HOST_ARCHIVE
-        )
+        source = FAKE.format(nodes=NODES, root=str(host_root), kind=kind, archive=HOST_ARCHIVE)
         (play / "library" / f"{module}.py").write_text(source)
     login = {
         "ansible_connection": "local",
@@ -127,18 +128,18 @@ def test_a_login_hosts_node_names_write_nothing_outside_the_fetch_dir(
     host_root = tmp_path / "host"
     host_root.mkdir()
     play, inventory = _forged_login(tmp_path, host_root)
-    monkeypatch.setattr(fleet, "PLAYBOOKS", play)
+    monkeypatch.setattr(ansiblerun, "PLAYBOOKS", play)
     case = catalog.load_case("distilbert-pytorch")
-    launch = fleet.Launch(
+    launch = Launch(
         spec=catalog.resolve(case, catalog.load_config(case, "cpu/CPUx1x1")),
-        run_id=fleet.new_run_id(case.name),
+        run_id=new_run_id(case.name),
         hosts=["login"],
         inventory=inventory,
         results_dir=tmp_path / "results",
         data_root=tmp_path / "data",
         executor="slurm",
     )
-    outcome = fleet.run_slurm(launch, lambda _ev: None, threading.Event())
+    outcome = Slurm([(launch, lambda _ev: None, threading.Event())]).outcome(launch.run_id)
 
     fetch = launch.run_dir / "hosts"
     outside = {p for p in _files(tmp_path / "results") if not p.is_relative_to(fetch)}

@@ -32,7 +32,7 @@ CONTROLLER = f"""
 import json, os, sys
 sys.path[:0] = [{str(REPO)!r}, {str(TESTS)!r}]
 from seed_records import distilbert
-from tui.executors.fleet import new_run_id
+from tui.executors.base import new_run_id
 from tui.results.store import ResultStore, controller_id
 record = distilbert(new_run_id("distilbert-pytorch"), "A100x1x8", {{}}, (1, 1, 1, 1, 0.9, 1),
                     status="running", finished=None, controller=controller_id())
@@ -221,7 +221,7 @@ def test_host_lease_proves_a_controller_gone_only_in_its_own_namespace(monkeypat
     lease of a live controller in a container (another PID namespace) whose pid was free
     there. Now the lease carries the liveness fields and only a controller in the module's
     own namespaces can be proven gone."""
-    from tui.executors.fleet import _controller
+    from tui.executors.base import _controller
 
     host = _host_utils(monkeypatch)
     mine = _controller()

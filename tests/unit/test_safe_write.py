@@ -18,7 +18,7 @@ from tui import cli
 from tui.app.screens.results import ExportScreen, ResultsScreen
 from tui.core import safefile
 from tui.core.paths import store_path
-from tui.executors.fleet import HOST_ARCHIVE, unpack_host_files
+from tui.executors.hostfiles import HOST_ARCHIVE, unpack_host_files
 from tui.results.record import write_result_json
 from tui.results.store import ResultStore
 

@@ -14,7 +14,7 @@ import pytest
 from seed_records import llama_finetune, seed001_records, store_at_version
 
 from tui import cli
-from tui.executors.fleet import new_run_id
+from tui.executors.base import new_run_id
 from tui.results.store import SCHEMA_VERSION, ResultStore, StoreError, controller_id
 from tui.results.tables import short_id
 

@@ -2,7 +2,7 @@
 steers a terminal or a browser (tui/core/text.py), and no number makes a NaN chart coordinate.
 
 The chain is the engine's own: event lines handed to the run's tracker as ansible-runner
-hands them (fleet._Tracker, parse), the outcome (fleet._conclude), the record, result.json
+hands them (tracker.Tracker, parse), the outcome (tracker.conclude), the record, result.json
 and the SQLite store (Session._conclude), the batch printer writing to strict UTF-8
 streams, and report.html from the store (tui/results/report.py). Only ansible-playbook is left out.
 """
@@ -33,7 +33,8 @@ from tui.catalog import catalog
 from tui.core.events import LAUNCH_ACTION, TAIL_ACTION, RunStarted
 from tui.core.text import MAX_TEXT, printable
 from tui.engine.session import Batch, RunPlan, Session
-from tui.executors import fleet
+from tui.executors import tracker as runs
+from tui.executors.base import Outcome, new_run_id
 from tui.results import report, tables
 from tui.results.record import RunRecord
 from tui.results.store import ResultStore
@@ -208,7 +209,7 @@ class Ran:
 def run_chain(s: Session, plan: RunPlan, lines: list[str], host_message: str | None = None) -> Ran:
     """One run of ``plan`` whose host hands back ``lines``; a host failure saying
     ``host_message`` after them, if given (then ansible-playbook fails: rc 1)."""
-    plan = dataclasses.replace(plan, run_id=fleet.new_run_id("emitter"))
+    plan = dataclasses.replace(plan, run_id=new_run_id("emitter"))
     batch = Batch(s, [plan])  # not started: the run is driven here, as its play would
     (run,) = batch.runs
     out, err = _strict(), _strict()
@@ -217,18 +218,16 @@ def run_chain(s: Session, plan: RunPlan, lines: list[str], host_message: str | N
     record = s._record(launch, batch.batch_id)
     s.store.add(record)
     run._emit(RunStarted(run.run_id, "emitter", "cpu/CPUx1x1", [HOST], time.time()))
-    tracker = fleet._prepare(launch, run._emit)
+    tracker = runs.prepare(launch, run._emit)
     tracker(_runner_event("runner_on_ok", LAUNCH_ACTION, {}))
     tail = {"lines": lines, "finished": True, "exit_code": 0, "events_bytes": 0}
     tracker(_runner_event("runner_on_ok", TAIL_ACTION, tail))
     if host_message is not None:
         tracker(_runner_event("runner_on_unreachable", "ping", {"msg": host_message}))
 
-    def outcome() -> fleet.Outcome:
+    def outcome() -> Outcome:
         rc = 0 if host_message is None else 1
-        return fleet._conclude(
-            launch, tracker, cancelled=False, rc=rc, runner_status="done", started=record.started
-        )
+        return runs.conclude(launch, tracker, cancelled=False, rc=rc, runner_status="done")
 
     s._conclude(run, launch, record, outcome, lambda: None, lambda _run: None)
     out.flush(), err.flush()

@@ -12,6 +12,8 @@ from typing import Any
 from tui.catalog.catalog import RunSpec
 from tui.core.errors import InventoryError
 from tui.executors.ansiblerun import PLAYBOOKS, ansible_env
+from tui.executors.base import DEFAULT_KIND, SLURM
+from tui.executors.registry import KINDS
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,17 @@ def load_inventory(path: Path) -> Inventory:
 
 
 def executor_of(inv: Inventory, host: str) -> str:
-    return str(inv.var(host, "fleetperf_executor") or "process")
+    """The host's ``fleetperf_executor``, DEFAULT_KIND where unset; InventoryError for a
+    kind no executor serves."""
+    kind = inv.var(host, "fleetperf_executor")
+    if kind is None or kind == "":
+        return DEFAULT_KIND
+    if kind not in KINDS:
+        raise InventoryError(
+            f"inventory {inv.path}: host {host}: fleetperf_executor {kind!r}: not one of"
+            f" {', '.join(KINDS)}"
+        )
+    return str(kind)
 
 
 def select_hosts(inv: Inventory, spec: RunSpec, used: dict[str, int] | None = None) -> list[str]:
@@ -83,7 +95,7 @@ def select_hosts(inv: Inventory, spec: RunSpec, used: dict[str, int] | None = No
     of them: Slurm chooses the nodes (checked before the job is submitted)."""
     cfg = spec.config
     group = inv.group_hosts(cfg.vendor)
-    logins = [h for h in group if executor_of(inv, h) == "slurm"]
+    logins = [h for h in group if executor_of(inv, h) == SLURM]
     if logins and len(logins) != len(group):
         raise InventoryError(
             f"inventory {inv.path}: group {cfg.vendor!r} mixes Slurm login hosts"

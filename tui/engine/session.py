@@ -5,14 +5,14 @@ Both front ends drive it: ``--batch`` (tui/batch.py, a printer) and the terminal
 runs the plans in background threads, runs that share no host at the same time: those that
 can start together through one play of run.yml over all their hosts (a Slurm run through
 its own slurm.yml), each run ending, and freeing its hosts, as soon as its own hosts are
-done. Callbacks run on engine threads. No torch, no textual.
+done. Each run's executor comes from its hosts' kind (tui/executors/registry.py).
+Callbacks run on engine threads. No torch, no textual.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-import shutil
 import threading
 import time
 import traceback
@@ -38,7 +38,9 @@ from tui.core.events import (
 )
 from tui.core.paths import default_data_root, store_path
 from tui.engine.inventory import Inventory, executor_of, load_inventory, select_hosts
-from tui.executors import fleet
+from tui.executors.base import DEFAULT_KIND, DOCKER, Executor, Launch, Outcome, new_run_id
+from tui.executors.hostfiles import host_file_limits
+from tui.executors.registry import executor_for
 from tui.results import references
 from tui.results.record import RunRecord, now_utc_iso, write_result_json
 from tui.results.store import ResultStore, controller_id, mark_interrupted
@@ -138,7 +140,7 @@ class Batch:
     """Runs started together; a run waits while another run of the batch holds its hosts."""
 
     def __init__(self, session: Session, plans: list[RunPlan]) -> None:
-        self.batch_id = fleet.new_run_id("batch")
+        self.batch_id = new_run_id("batch")
         self.runs = [RunHandle(plan, self) for plan in plans]
         self._session = session
         self._subscribers = _Subscribers()
@@ -226,7 +228,7 @@ def _check_image(inv: Inventory, spec: catalog.RunSpec, hosts: list[str]) -> Non
     """A docker host runs the vendor's image: refuse the run before anything starts when
     the image lacks a package the case imports (a process host's Python: in preflight)."""
     vendor = spec.config.vendor
-    if images.has_image(vendor) and any(executor_of(inv, h) == "docker" for h in hosts):
+    if images.has_image(vendor) and any(executor_of(inv, h) == DOCKER for h in hosts):
         problem = images.lacks(vendor, spec.case.dir, spec.case.entrypoint)
         if problem:
             raise catalog.CatalogError(f"{spec.case.name} {spec.config.ref}: {problem}")
@@ -269,7 +271,7 @@ class Session:
         CatalogError (one line) on bad input."""
         if repeat < 1:
             raise UsageError(f"--repeat {repeat}: must be at least 1")
-        fleet.host_file_limits()  # a bad FLEETPERF_MAX_*_MIB: refused before any launch
+        host_file_limits()  # a bad FLEETPERF_MAX_*_MIB: refused before any launch
         specs = []
         for case_name, ref in pairs:
             case = catalog.load_case(case_name, self.cases_dir)
@@ -285,7 +287,7 @@ class Session:
                 _check_image(self._inventory, spec, hosts)
                 for host in hosts:
                     used[host] = used.get(host, 0) + 1
-                plans.append(RunPlan(fleet.new_run_id(spec.case.name), spec, hosts))
+                plans.append(RunPlan(new_run_id(spec.case.name), spec, hosts))
         return plans
 
     def start(self, plans: list[RunPlan]) -> Batch:
@@ -293,17 +295,17 @@ class Session:
         batch._thread.start()
         return batch
 
-    def _launch(self, plan: RunPlan) -> fleet.Launch:
+    def _launch(self, plan: RunPlan) -> Launch:
         hostvars = self._inventory.hostvars if self._inventory else {}
         follow = {h: how for h in plan.hosts if (how := stream.reach(h, hostvars.get(h, {})))}
-        executor = executor_of(self._inventory, plan.hosts[0]) if self._inventory else "process"
+        executor = executor_of(self._inventory, plan.hosts[0]) if self._inventory else DEFAULT_KIND
         vendor = plan.spec.config.vendor
         image = None
-        if executor == "docker" and self._inventory and images.has_image(vendor):
+        if executor == DOCKER and self._inventory and images.has_image(vendor):
             # The tag covers the base image the hosts build on (fleetperf_base_image).
             base = self._inventory.var(plan.hosts[0], "fleetperf_base_image")
             image = images.expected(vendor, str(base) if base else None)
-        return fleet.Launch(
+        return Launch(
             spec=plan.spec,
             run_id=plan.run_id,
             hosts=plan.hosts,
@@ -319,8 +321,9 @@ class Session:
     def _execute(
         self, runs: list[RunHandle], batch_id: str, ended: Callable[[RunHandle], None]
     ) -> None:
-        """Start runs on disjoint hosts together: a Slurm run through its own slurm.yml, the
-        others through one play of run.yml; ``ended`` for each run once it has ended."""
+        """Start runs on disjoint hosts together, one executor for the runs of each kind's
+        executor (one play of run.yml for process and docker hosts, a Slurm run's own
+        slurm.yml); ``ended`` for each run once it has ended."""
         begun = []
         for run in runs:
             launch = self._launch(run.plan)
@@ -331,35 +334,35 @@ class Session:
             hosts = run.plan.hosts
             run._emit(RunStarted(run.run_id, spec.case.name, spec.config.ref, hosts, time.time()))
             begun.append((run, launch, record))
-        together = [(run, launch, rec) for run, launch, rec in begun if launch.executor != "slurm"]
-        play = fleet.Play([(launch, run._emit, run._cancel) for run, launch, _ in together])
-        threads = []
+        kinds: dict[type[Executor], list[tuple[RunHandle, Launch, RunRecord]]] = {}
         for run, launch, record in begun:
-            if launch.executor == "slurm":
-                outcome = partial(fleet.run_slurm, launch, run._emit, run._cancel)
-                discard = partial(shutil.rmtree, launch.run_dir, ignore_errors=True)
-            else:
-                outcome = partial(play.outcome, run.run_id)
-                discard = partial(play.discard, run.run_id)
-            thread = threading.Thread(
-                target=self._conclude,
-                args=(run, launch, record, outcome, discard, ended),
-                name=run.run_id,
-                daemon=True,
-            )
-            threads.append(thread)
+            kinds.setdefault(executor_for(launch.executor), []).append((run, launch, record))
+        threads = []
+        for kind, group in kinds.items():
+            executor = kind([(launch, run._emit, run._cancel) for run, launch, _ in group])
+            threads.append(threading.Thread(target=executor.run, daemon=True))
+            for run, launch, record in group:
+                outcome = partial(executor.outcome, run.run_id)
+                discard = partial(executor.discard, run.run_id)
+                threads.append(
+                    threading.Thread(
+                        target=self._conclude,
+                        args=(run, launch, record, outcome, discard, ended),
+                        name=run.run_id,
+                        daemon=True,
+                    )
+                )
+        for thread in threads:
             thread.start()
-        if together:
-            play.run()
         for thread in threads:
             thread.join()
 
     def _conclude(
         self,
         run: RunHandle,
-        launch: fleet.Launch,
+        launch: Launch,
         record: RunRecord,
-        outcome_of: Callable[[], fleet.Outcome],
+        outcome_of: Callable[[], Outcome],
         discard: Callable[[], None],
         ended: Callable[[RunHandle], None],
     ) -> None:
@@ -371,8 +374,8 @@ class Session:
                 outcome = outcome_of()
             except Exception as exc:  # a bug: the record says so; the remote work is stopped
                 traceback.print_exc()
-                outcome = fleet.Outcome("failed", f"internal error: {exc!r}", None, record.started)
-                fleet.stop([launch])
+                outcome = Outcome("failed", f"internal error: {exc!r}")
+                executor_for(launch.executor).stop([launch])
             if outcome.status == "bad_input":
                 # Refused in preflight: nothing ran, so nothing is kept.
                 DROPPED.take(run.run_id)
@@ -406,11 +409,9 @@ class Session:
             return error.replace(hint, f"{hint} --data-root {self.data_root}")
         return error
 
-    def _record(self, launch: fleet.Launch, batch_id: str) -> RunRecord:
+    def _record(self, launch: Launch, batch_id: str) -> RunRecord:
         """The 'running' record of a run about to start: what the controller knows."""
-        spec, inv = launch.spec, self._inventory
-        first = launch.hosts[0]
-        executor = executor_of(inv, first) if inv else "process"
+        spec = launch.spec
         return RunRecord(
             run_id=launch.run_id,
             batch_id=batch_id,
@@ -428,7 +429,7 @@ class Session:
             hp=spec.hp,
             smoke=spec.smoke,
             config_env=spec.config.env,
-            executor=str(executor),
+            executor=launch.executor,
             # The tag the docker hosts' preflight insisted on; the ids that ran come at the end.
             image=launch.image.tag if launch.image else None,
             case_metrics=[CaseMetric(**m.model_dump()) for m in spec.case.metrics],
@@ -440,7 +441,7 @@ class Session:
         )
 
     def _finished(
-        self, record: RunRecord, outcome: fleet.Outcome, dropped_lines: Counter[str]
+        self, record: RunRecord, outcome: Outcome, dropped_lines: Counter[str]
     ) -> RunRecord:
         result: CaseResult | None = outcome.result
         known = record.registry()

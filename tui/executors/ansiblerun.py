@@ -236,3 +236,24 @@ def ansible_run(
     )
     runner.run()
     return runner
+
+
+def run_playbook(
+    private: Path,
+    playbook: str,
+    inventory: Path,
+    extravars: dict[str, Any],
+    hosts: int,
+    event_handler: Callable[[dict[str, Any]], bool] | None = None,
+    cancel_callback: Callable[[], bool] | None = None,
+) -> Runner:
+    """One of playbooks/ for a run's ``hosts`` (a fork each), its artifacts in ``private``."""
+    return ansible_run(
+        private,
+        inventory,
+        forks=max(hosts, 5),
+        playbook=str(PLAYBOOKS / playbook),
+        extravars=extravars,
+        event_handler=event_handler,
+        cancel_callback=cancel_callback,
+    )
