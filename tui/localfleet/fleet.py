@@ -45,7 +45,8 @@ from pathlib import Path
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from tui.core.paths import REPO_ROOT
+
 SSHD = "/usr/sbin/sshd"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # What provisioning and the software it installs write: packages (/usr, /var/lib/dpkg),
