@@ -65,7 +65,7 @@ class ProgressPrinter:
     names, messages and errors come from the fleet: printed with control codes escaped.
 
     A run's lines are held until a workload launches on one of its hosts (the tracker's
-    ``launched``, tui/executors/fleet.py): a run refused in preflight shows one error line, no
+    ``launched``, tui/executors/tracker.py): a run refused in preflight shows one error line, no
     "started" line and no run id, as it leaves no record."""
 
     def __init__(self, out: TextIO, err: TextIO) -> None:
@@ -190,9 +190,9 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
         print(printable(f"fleetperf: error: {exc}"), file=err)
         return EXIT_BAD_INPUT
     try:
-        for record in session.interrupted:
-            print(printable(interrupted_line(record)), file=err)
         try:
+            for record in session.open_store():
+                print(printable(interrupted_line(record)), file=err)
             plans = session.plan(pairs, sets, args.repeat, args.smoke)
         except UserInputError as exc:
             print(printable(f"fleetperf: error: {exc}"), file=err)

@@ -1,13 +1,20 @@
-"""Command line: the terminal app by default, ``--batch`` headless, and the subcommands."""
+"""Command line: the terminal app by default, ``--batch`` headless, and the subcommands.
+
+One parser: the app's and the batch's options, then ``SUBCOMMANDS``, a table of each
+subcommand's name, help line, arguments and the function it runs. The work is done in the
+engine (tui/engine/session.py) and in the modules each names; here are the arguments and
+what is printed."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
-import shutil
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
@@ -15,10 +22,12 @@ from pathlib import Path
 from tui.catalog import catalog
 from tui.core import paths
 from tui.core.errors import CatalogError, InventoryError, UsageError, UserInputError
-from tui.core.paths import DEFAULT_INVENTORY, default_data_root, default_results_dir, store_path
+from tui.core.paths import DEFAULT_INVENTORY, default_data_root, default_results_dir
 from tui.core.term import printable
-from tui.results.record import RUN_ID, STATUSES, RunRecord, utc_iso
-from tui.results.store import ResultStore, interrupted_line, mark_interrupted
+from tui.engine.session import Session, check_run_id
+from tui.localfleet import fleet as localfleet
+from tui.results.record import STATUSES, RunRecord, utc_iso
+from tui.results.store import interrupted_line
 from tui.results.tables import FORMATS, config_env_text, peak_text, render
 
 MAX_DAYS = 36525  # --older-than: a century; past it, no run is that old
@@ -33,15 +42,15 @@ BATCH_ONLY = {
     "--no-judge": "no_judge",
     "--smoke": "smoke",
 }
-SUBCOMMANDS = ("cases", "prepare", "results", "report", "cleanup", "peak", "serve", "new-case")
 
 
-def _main_parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
+    """The whole command line: the app's and --batch's options, and every subcommand."""
     p = argparse.ArgumentParser(
         prog="fleetperf",
         description="Benchmark AI accelerators: launch cases on a fleet, watch them, keep"
-        " results. Without --batch: the terminal app on the inventory given (-i).",
-        epilog="subcommands: fleetperf cases | prepare CASE [--synthetic] | results [RUN_ID]",
+        " results. Without a subcommand or --batch: the terminal app on the inventory given"
+        " (-i).",
     )
     p.add_argument("--batch", action="store_true", help="run headless (no terminal app)")
     p.add_argument("--case", action="append", default=[], help="case to run (repeatable)")
@@ -75,6 +84,11 @@ def _main_parser() -> argparse.ArgumentParser:
         " whole pipeline, no target, not judged",
     )
     p.add_argument("--version", action="version", version=f"fleetperf {version()}")
+    sub = p.add_subparsers(title="subcommands", dest="command", metavar="COMMAND")
+    for command in SUBCOMMANDS:
+        command.arguments(
+            sub.add_parser(command.name, help=command.help, description=command.description)
+        )
     return p
 
 
@@ -85,72 +99,136 @@ def version() -> str:
         return "unknown (not installed)"
 
 
-def _sub_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fleetperf")
-    sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("cases", help="list cases and their configs")
-    prep = sub.add_parser("prepare", help="stage a case's data and checkpoint")
-    prep.add_argument("case")
-    prep.add_argument("--synthetic", action="store_true", help="tiny offline data and model")
-    prep.add_argument("--from", dest="src", type=Path, help="check and stage a real data dir")
-    prep.add_argument("--data-root", type=Path, default=None)
-    res = sub.add_parser("results", help="tables from the results store")
-    res.add_argument("run_id", nargs="?")
-    res.add_argument("--case", default=None)
-    res.add_argument("--format", choices=FORMATS, default="md")
-    res.add_argument("--results", type=Path, default=None)
-    res.add_argument(
+def _results_dir(args: argparse.Namespace) -> Path:
+    return (args.results or default_results_dir()).resolve()
+
+
+def _data_root(args: argparse.Namespace) -> Path:
+    return (args.data_root or default_data_root()).resolve()
+
+
+def _session(args: argparse.Namespace) -> Session:
+    """The engine on the results directory and data root given (no inventory asked for)."""
+    return Session(DEFAULT_INVENTORY.resolve(), _results_dir(args), _data_root(args))
+
+
+# -- the subcommands' arguments ------------------------------------------------------------
+
+
+def _no_arguments(_: argparse.ArgumentParser) -> None:
+    pass
+
+
+def _prepare_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("case")
+    p.add_argument("--synthetic", action="store_true", help="tiny offline data and model")
+    p.add_argument("--from", dest="src", type=Path, help="check and stage a real data dir")
+    p.add_argument("--data-root", type=Path, default=None)
+
+
+def _results_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_id", nargs="?")
+    p.add_argument("--case", default=None)
+    p.add_argument("--format", choices=FORMATS, default="md")
+    p.add_argument("--results", type=Path, default=None)
+    p.add_argument(
         "--status",
         choices=("all", *STATUSES),
         default=None,
         help="runs with this status only (default: passed; all: every run)",
     )
-    res.add_argument(
+    p.add_argument(
         "--prune",
         action="store_true",
         help="remove the selected runs (by run id, --status or --older-than) from the store,"
         " with their run directories",
     )
-    res.add_argument(
+    p.add_argument(
         "--older-than", metavar="DAYS", help=f"runs started DAYS ago or before (0 to {MAX_DAYS})"
     )
-    rep = sub.add_parser(
-        "report", help="one offline HTML page: tables, throughput, history bands, loss curve"
-    )
-    rep.add_argument("--case", action="append", default=[], help="this case only (repeatable)")
-    rep.add_argument(
+
+
+def _report_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--case", action="append", default=[], help="this case only (repeatable)")
+    p.add_argument(
         "--since",
         metavar="DATE",
         help="runs started at or after DATE (2026-11-01 or ISO time, UTC)",
     )
-    rep.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
-    rep.add_argument("--results", type=Path, default=None)
-    clean = sub.add_parser(
-        "cleanup", help="stop what interrupted runs left on their hosts, and mark them"
-    )
-    clean.add_argument("--results", type=Path, default=None)
-    clean.add_argument("--data-root", type=Path, default=None)
-    new = sub.add_parser("new-case", help="write cases/NAME/ from a template (docs/new-case.md)")
-    new.add_argument("name")
-    peak = sub.add_parser("peak", help="the measured-peak cache (matmul rate, bandwidth)")
-    peak.add_argument("--data-root", type=Path, default=None)
-    serve = sub.add_parser(
-        "serve",
-        help="the app in a browser, for you only",
-        description="Serve the app over HTTP (textual-serve). It prints a URL with a token"
-        " made for this start: only a page opened from that URL gets the app.",
-    )
-    serve.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)"
-    )
-    serve.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
-    serve.add_argument(
+    p.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
+    p.add_argument("--results", type=Path, default=None)
+
+
+def _cleanup_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results", type=Path, default=None)
+    p.add_argument("--data-root", type=Path, default=None)
+
+
+def _new_case_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name")
+
+
+def _peak_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-root", type=Path, default=None)
+
+
+def _serve_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    p.add_argument(
         "--allow-write",
         action="store_true",
         help="let the page provision hosts (root on them) and export to any path;"
         " without it the page cannot provision, and exports go to RESULTS/exports",
     )
-    return p
+
+
+def _fleet_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", required=True)
+    up = sub.add_parser("up", help="bring up N hosts and write an inventory for them")
+    up.add_argument("count", type=int, metavar="N")
+    up.add_argument(
+        "--slurm", action="store_true", help="and a Slurm cluster: a login host, N nodes"
+    )
+    down = sub.add_parser("down", help="stop the hosts and remove what up made")
+    where = localfleet.DEFAULT_DIR
+    for q in (up, down):
+        q.add_argument("--dir", type=Path, default=where, help=f"default {where}")
+
+
+def _provision_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-i", "--inventory", type=Path, default=None, help=f"default {DEFAULT_INVENTORY}"
+    )
+    p.add_argument("--limit", metavar="HOST[,HOST]", help="these hosts only")
+    p.add_argument(
+        "--check", action="store_true", help="check mode: what would change, changing nothing"
+    )
+
+
+def _images_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", required=True)
+    tag = sub.add_parser("tag", help="print the expected tag")
+    ctx = sub.add_parser(
+        "context",
+        help="write the build context into DIR; print JSON: tag, context (the label's "
+        "hash), build_args (BASE_IMAGE and the allowed --build-arg)",
+    )
+    build = sub.add_parser("build", help="build the image on a docker engine")
+    for q in (tag, ctx, build):
+        q.add_argument("vendor")
+    for q in (tag, ctx):
+        q.add_argument("--base-image", help="base image (default: the Dockerfile's)")
+    ctx.add_argument("dir", type=Path)
+    build.add_argument(
+        "--docker-host", help="engine URL (default: DOCKER_HOST or the local socket)"
+    )
+    for q in (ctx, build):
+        q.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE")
+    build.add_argument("--network", help="network of the build's RUN steps (e.g. host)")
+
+
+# -- the subcommands ---------------------------------------------------------------------
 
 
 def cmd_cases() -> int:
@@ -163,7 +241,7 @@ def cmd_cases() -> int:
     return 0
 
 
-def smoke_text(case: catalog.CaseSpec) -> str:
+def smoke_text(case: catalog.CaseFile) -> str:
     """How long the case's --smoke and full runs took here, as its case.yaml records."""
     if case.smoke is None:
         return "no --smoke run declared"
@@ -194,21 +272,11 @@ def cmd_prepare(case_name: str, synthetic: bool, data_root: Path, src: Path | No
     return subprocess.run(argv, env=env, check=False).returncode
 
 
-def _open_store(results_dir: Path) -> ResultStore:
-    path = store_path(results_dir)
-    if not path.is_file():
-        raise UsageError(f"no results store at {path} (run a case first)")
-    return ResultStore(path)
-
-
-def _select(args: argparse.Namespace, store: ResultStore) -> tuple[list[RunRecord], int]:
+def _select(args: argparse.Namespace, session: Session) -> tuple[list[RunRecord], int]:
     """The runs the arguments name, and how many others of the case the filters hid."""
     if args.run_id:  # the whole id, a unique prefix, or the short form tables show
-        record = store.get(store.resolve(args.run_id))
-        if record is None:  # pruned by another controller since
-            raise UsageError(f"no run {args.run_id!r} in {store.path}")
-        return [record], 0
-    every = store.list(case=args.case)
+        return [session.find_run(args.run_id)], 0
+    every = session.runs(case=args.case)
     status = args.status or ("all" if args.prune else "passed")
     chosen = [r for r in every if status in ("all", r.status)]
     if args.older_than is not None:
@@ -233,19 +301,22 @@ def _days(text: str) -> float:
     return days
 
 
-def cmd_results(args: argparse.Namespace, results_dir: Path) -> int:
+def cmd_results(args: argparse.Namespace) -> int:
     if args.older_than is not None:  # checked before the store is opened
         args.older_than = _days(args.older_than)
     if args.prune and not (args.run_id or args.status or args.older_than is not None):
         raise UsageError("--prune: name the runs (RUN_ID, --status or --older-than)")
     if args.prune and args.run_id:
-        _check_run_id(args.run_id, "--prune")
-    with _open_store(results_dir) as store:
-        for record in mark_interrupted(store):
+        check_run_id(args.run_id, "--prune")
+    session = _session(args)
+    try:
+        for record in session.open_store(create=False):
             print(printable(interrupted_line(record)), file=sys.stderr)
-        records, hidden = _select(args, store)
+        records, hidden = _select(args, session)
         if args.prune:
-            return _prune(store, records, results_dir)
+            return _prune(session, records)
+    finally:
+        session.close()
     if records or args.format != "md":  # JSON and CSV stay machine-readable when empty
         print(printable(render(records, args.format, ids=True)))
         if args.run_id and args.format == "md":  # one run: its notes, what MFU divides, env
@@ -267,7 +338,18 @@ def notes_text(record: RunRecord) -> str:
     return "notes:\n" + "\n".join(f"  - {note}" for note in record.notes)
 
 
-def cmd_report(args: argparse.Namespace, results_dir: Path) -> int:
+def _prune(session: Session, records: list[RunRecord]) -> int:
+    for record, pruned in session.prune(records):
+        if pruned:
+            print(f"pruned {record.run_id} ({record.case} {record.config}, {record.status})")
+        else:
+            print(f"kept {record.run_id}: it is running", file=sys.stderr)
+    if not records:
+        print("nothing to prune")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
     from tui.results import report
 
     since = None
@@ -279,95 +361,57 @@ def cmd_report(args: argparse.Namespace, results_dir: Path) -> int:
                 f"--since {args.since!r}: expected a date (2026-11-01) or an ISO time"
             ) from None
         since = utc_iso(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
-    with _open_store(results_dir) as store:
-        records = store.list()
+    session = _session(args)
+    try:
+        session.open_store(create=False)
+        records = session.runs()
+        where = session.store.path
+    finally:
+        session.close()
     unknown = [c for c in args.case if c not in {r.case for r in records}]
     if unknown:
-        raise UsageError(f"--case {unknown[0]!r}: no runs of it in {store.path}")
+        raise UsageError(f"--case {unknown[0]!r}: no runs of it in {where}")
     if args.case:
         records = [r for r in records if r.case in args.case]
     try:
-        report.write_report(args.output, report.render(records, results_dir, since))
+        report.write_report(args.output, report.render(records, session.results_dir, since))
     except OSError as exc:
         raise UsageError(f"-o {args.output}: {exc.strerror}") from None
     print(printable(f"wrote {args.output} ({len(records)} run(s))"))
     return 0
 
 
-def _check_run_id(run_id: str, where: str) -> None:
-    if not RUN_ID.fullmatch(run_id):
-        raise UsageError(f"{where}: run_id {run_id!r} is not a run id (letters, digits, . _ -)")
-
-
-def _runs_dir(results_dir: Path) -> Path:
-    """``<results>/runs``, made absolute without resolving links; refused if it is a link:
-    a prune removes directories inside the results directory, never elsewhere."""
-    runs = Path(os.path.abspath(results_dir)) / "runs"
-    if runs.is_symlink():
-        raise UsageError(f"{runs}: a link; --prune removes run directories only in place")
-    return runs
-
-
-def _prune(store: ResultStore, records: list[RunRecord], results_dir: Path) -> int:
-    """A run's directory, then its row: if the directory cannot go, the row stays. The
-    directory is always ``<results>/runs/<run_id>`` (never the path the record holds: a
-    copied results directory's records name the original's), checked before anything goes."""
-    runs = _runs_dir(results_dir)
-    for record in records:
-        _check_run_id(record.run_id, str(store.path))
-    for record in records:
-        if record.status == "running":
-            print(f"kept {record.run_id}: it is running", file=sys.stderr)
-            continue
-        run_dir = runs / record.run_id
-        if run_dir.is_symlink():  # removed as a link, never followed
-            run_dir.unlink()
-        elif run_dir.exists():
-            shutil.rmtree(run_dir)
-        store.delete(record.run_id)
-        print(f"pruned {record.run_id} ({record.case} {record.config}, {record.status})")
-    if not records:
-        print("nothing to prune")
-    return 0
-
-
-def cmd_cleanup(results_dir: Path, data_root: Path) -> int:
+def cmd_cleanup(args: argparse.Namespace) -> int:
     """playbooks/stop.yml for every interrupted run not cleaned yet, on its hosts."""
-    from tui.executors import fleet
-
-    code = 0
-    with _open_store(results_dir) as store:
-        mark_interrupted(store)
-        todo = [r for r in store.list(status="interrupted") if not r.cleaned]
-        for record in todo:
-            inventory = Path(record.inventory or DEFAULT_INVENTORY)
-            executor = record.executor or ""
-            ok = fleet.stop_run(
-                record.run_id, record.hosts, inventory, results_dir, data_root, executor
-            )
+    code, cleaned = 0, 0
+    session = _session(args)
+    try:
+        for record, ok in session.cleanup():
+            cleaned += 1
+            hosts = ", ".join(record.hosts)
             if ok:
-                store.add(record.model_copy(update={"cleaned": True}))
-                print(printable(f"cleaned {record.run_id}: stopped on {', '.join(record.hosts)}"))
-            else:
-                code = 1
-                hosts = ", ".join(record.hosts)
-                print(
-                    printable(
-                        f"fleetperf: run {record.run_id}: stop.yml failed on {hosts}"
-                        f" (see {record.run_dir}/ansible-cleanup)"
-                    ),
-                    file=sys.stderr,
-                )
-        if not todo:
-            print("no interrupted runs to clean up")
+                print(printable(f"cleaned {record.run_id}: stopped on {hosts}"))
+                continue
+            code = 1
+            print(
+                printable(
+                    f"fleetperf: run {record.run_id}: stop.yml failed on {hosts}"
+                    f" (see {record.run_dir}/ansible-cleanup)"
+                ),
+                file=sys.stderr,
+            )
+    finally:
+        session.close()
+    if not cleaned:
+        print("no interrupted runs to clean up")
     return code
 
 
-def cmd_peak(data_root: Path) -> int:
-    """Print the measured peaks cached under ``data_root`` (harness.peak_cache, no torch)."""
+def cmd_peak(args: argparse.Namespace) -> int:
+    """Print the measured peaks cached under the data root (harness.peak_cache, no torch)."""
     from harness import peak_cache
 
-    path = peak_cache.cache_path(data_root)
+    path = peak_cache.cache_path(args.data_root or default_data_root())
     try:
         entries = peak_cache.read_entries(path)
     except ValueError as exc:
@@ -376,6 +420,85 @@ def cmd_peak(data_root: Path) -> int:
         print(f"no measured peaks in {path} (a run measures them)")
         return 0
     print(f"{path}:\n{peak_cache.format_entries(entries)}")
+    return 0
+
+
+def cmd_new_case(args: argparse.Namespace) -> int:
+    from tui.catalog.newcase import new_case
+
+    print(f"wrote {new_case(args.name)} (next: docs/new-case.md)")
+    return 0
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    """Local SSH hosts (tui/localfleet/fleet.py): ``up N [--slurm]`` or ``down``."""
+    count, slurm = getattr(args, "count", 0), getattr(args, "slurm", False)  # up's only
+    return localfleet.main(args.action, args.dir.resolve(), count, slurm)
+
+
+def cmd_provision(args: argparse.Namespace) -> int:
+    """provision.yml on the vendor groups' hosts (tui/engine/provision.py), told per host and
+    role; 1 when a host failed or was unreachable."""
+    from tui.engine import provision
+
+    inventory = (args.inventory or DEFAULT_INVENTORY).resolve()
+    session = Session(inventory, default_results_dir(), default_data_root())
+    try:
+        hosts = provision.pick_hosts(session.read_inventory(), args.limit)
+        mode = "check mode: nothing is changed" if args.check else "changes the hosts"
+        print(
+            printable(
+                f"provision.yml on {', '.join(hosts)} of {inventory} ({mode}); this takes minutes"
+            ),
+            flush=True,
+        )
+        outcomes: dict[str, provision.Outcome] = {}
+        stats = session.provision(hosts, args.check, lambda ev: provision.collect(outcomes, ev))
+    except UserInputError as exc:
+        print(printable(f"fleetperf provision: error: {exc}"), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # ansible, in our process group, got the SIGINT too
+        print("fleetperf provision: interrupted; run it again to finish", file=sys.stderr)
+        return 130
+    failed = provision.settle(hosts, outcomes, stats)
+    print(printable("\n".join(provision.summary(hosts, outcomes, args.check))))
+    if failed:
+        print(printable(f"fleetperf provision: failed on {', '.join(failed)}"), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _build_args(pairs: list[str]) -> dict[str, str]:
+    bad = [a for a in pairs if "=" not in a]
+    if bad:
+        raise ValueError(f"--build-arg {bad[0]}: expected KEY=VALUE")
+    return dict(a.split("=", 1) for a in pairs)
+
+
+def cmd_images(args: argparse.Namespace) -> int:
+    """Benchmark images (tui/catalog/images.py): the tag, the build context, a build."""
+    from tui.catalog import images
+
+    try:
+        if args.action == "tag":
+            print(images.image_tag(args.vendor, args.base_image))
+            return 0
+        if args.action == "context":
+            build_args = _build_args(args.build_arg)
+            build_args["BASE_IMAGE"] = base = images.base_of(
+                args.vendor, {**build_args, "BASE_IMAGE": args.base_image or ""}
+            )
+            images.write_context(args.vendor, args.dir)
+            want = images.expected(args.vendor, base)
+            print(json.dumps({"tag": want.tag, "context": want.context, "build_args": build_args}))
+            return 0
+        tag, image_id = images.build(
+            args.vendor, args.docker_host, _build_args(args.build_arg), args.network, log=print
+        )
+    except (ValueError, images.BuildError) as exc:
+        print(printable(f"fleetperf images: error: {exc}"), file=sys.stderr)
+        return 2
+    print(f"{tag} {image_id}")
     return 0
 
 
@@ -395,22 +518,90 @@ def _app(name: str, *args: object) -> int:
     return int(getattr(app, name)(*args) or 0)
 
 
+@dataclass(frozen=True)
+class Subcommand:
+    name: str
+    help: str  # its line in ``fleetperf --help``
+    arguments: Callable[[argparse.ArgumentParser], None]  # adds its arguments
+    run: Callable[[argparse.Namespace], int]  # its exit status
+    description: str | None = None  # ``fleetperf NAME --help``'s, where more than the help
+
+
+SUBCOMMANDS = (
+    Subcommand("cases", "list cases and their configs", _no_arguments, lambda _: cmd_cases()),
+    Subcommand(
+        "prepare",
+        "stage a case's data and checkpoint",
+        _prepare_arguments,
+        lambda a: cmd_prepare(a.case, a.synthetic, a.data_root or default_data_root(), a.src),
+    ),
+    Subcommand("results", "tables from the results store", _results_arguments, cmd_results),
+    Subcommand(
+        "report",
+        "one offline HTML page: tables, throughput, history bands, loss curve",
+        _report_arguments,
+        cmd_report,
+    ),
+    Subcommand(
+        "cleanup",
+        "stop what interrupted runs left on their hosts, and mark them",
+        _cleanup_arguments,
+        cmd_cleanup,
+    ),
+    Subcommand(
+        "new-case",
+        "write cases/NAME/ from a template (docs/new-case.md)",
+        _new_case_arguments,
+        cmd_new_case,
+    ),
+    Subcommand(
+        "peak", "the measured-peak cache (matmul rate, bandwidth)", _peak_arguments, cmd_peak
+    ),
+    Subcommand(
+        "serve",
+        "the app in a browser, for you only",
+        _serve_arguments,
+        lambda a: _app("serve", a.host, a.port, a.allow_write),
+        "Serve the app over HTTP (textual-serve). It prints a URL with a token made for this"
+        " start: only a page opened from that URL gets the app.",
+    ),
+    Subcommand(
+        "fleet",
+        "SSH hosts on this machine to try fleetperf on (as root): up N, down",
+        _fleet_arguments,
+        cmd_fleet,
+    ),
+    Subcommand(
+        "provision",
+        "provision.yml on the inventory's hosts, told per host and role (--check: a preview)",
+        _provision_arguments,
+        cmd_provision,
+        "Run provision.yml on the hosts of the inventory's vendor groups and say what"
+        " changed per host and role; with --check, what would change (nothing is).",
+    ),
+    Subcommand(
+        "images",
+        "benchmark images: the expected tag, the build context, a build",
+        _images_arguments,
+        cmd_images,
+    ),
+)
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """A command line (not ``fleet``, tui/localfleet/fleet.py's) as main reads it: a subcommand,
-    ``--batch`` and its options, or the app with -i, --results and --data-root only.
-    argparse's exit 2 with one line for what it refuses."""
-    if argv and argv[0] in SUBCOMMANDS:
-        return _sub_parser().parse_args(argv)
-    parser = _main_parser()
-    args = parser.parse_args(argv)
-    if not args.batch:
+    """A command line as main reads it: a subcommand, ``--batch`` and its options, or the
+    app with -i, --results and --data-root only. argparse's exit 2 with one line for what
+    it refuses."""
+    p = parser()
+    args = p.parse_args(argv)
+    if args.command is None and not args.batch:
         given = [
             option
             for option, dest in BATCH_ONLY.items()
-            if getattr(args, dest) != parser.get_default(dest)
+            if getattr(args, dest) != p.get_default(dest)
         ]
         if given:
-            parser.error(
+            p.error(
                 f"{given[0]} needs --batch (the app picks cases, configs and overrides"
                 " on its Cases screen; it takes -i, --results and --data-root)"
             )
@@ -420,50 +611,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        if argv and argv[0] == "fleet":  # local SSH hosts: fleetperf fleet up N | down
-            from tui.localfleet.fleet import main as fleet_main
-
-            return fleet_main(argv[1:])
-        if argv and argv[0] == "provision":  # provision.yml, told per host and role
-            from tui.engine.provision import main as provision_main
-
-            return provision_main(argv[1:])
-        if argv and argv[0] in SUBCOMMANDS:
-            args = parse_args(argv)
-            if args.command == "cases":
-                return cmd_cases()
-            if args.command == "prepare":
-                data_root = args.data_root or default_data_root()
-                return cmd_prepare(args.case, args.synthetic, data_root, args.src)
-            if args.command == "new-case":
-                from tui.catalog.newcase import new_case
-
-                print(f"wrote {new_case(args.name)} (next: docs/new-case.md)")
-                return 0
-            if args.command == "peak":
-                return cmd_peak(args.data_root or default_data_root())
-            if args.command == "serve":
-                return _app("serve", args.host, args.port, args.allow_write)
-            if args.command == "report":
-                return cmd_report(args, args.results or default_results_dir())
-            if args.command == "cleanup":
-                return cmd_cleanup(
-                    (args.results or default_results_dir()).resolve(),
-                    (args.data_root or default_data_root()).resolve(),
-                )
-            return cmd_results(args, args.results or default_results_dir())
         args = parse_args(argv)
+        if args.command is not None:
+            return next(c for c in SUBCOMMANDS if c.name == args.command).run(args)
         if not args.batch:  # the app, on the inventory, results and data root given
             inventory = (args.inventory or DEFAULT_INVENTORY).resolve()
             if not inventory.is_file():  # refused here, not on the Hosts screen
                 raise InventoryError(f"inventory {inventory}: no such file")
-            return _app(
-                "main",
-                False,
-                inventory,
-                (args.results or default_results_dir()).resolve(),
-                (args.data_root or default_data_root()).resolve(),
-            )
+            return _app("main", False, inventory, _results_dir(args), _data_root(args))
         from tui.batch import BatchArgs, run_batch
 
         return run_batch(
@@ -473,8 +628,8 @@ def main(argv: list[str] | None = None) -> int:
                 sets=args.set,
                 inventory=(args.inventory or DEFAULT_INVENTORY).resolve(),
                 repeat=args.repeat,
-                results_dir=(args.results or default_results_dir()).resolve(),
-                data_root=(args.data_root or default_data_root()).resolve(),
+                results_dir=_results_dir(args),
+                data_root=_data_root(args),
                 fmt=args.format,
                 wait_s=args.wait,
                 judge=not args.no_judge,

@@ -52,7 +52,7 @@ EXAMPLES = r"""
     host: "{{ inventory_hostname }}"
     image: fleetperf/nvidia:3f2a9c1b7d4e
     context: 3f2a9c1b7d4e5a6f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f7
-    build_command: python -m tui.catalog.images build nvidia
+    build_command: fleetperf images build nvidia
   register: checked
 
 - name: Run what was checked, by id

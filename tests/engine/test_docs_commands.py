@@ -1,5 +1,5 @@
 """Every ``fleetperf ...`` command in README.md and docs/**/*.md parses with the real argument
-parsers (tui/cli.py parse_args, tui/localfleet/fleet.py parser), and the short ones run (issue 29
+parser (tui/cli.py parse_args: the subcommands' too), and the short ones run (issue 29
 point 9: docs/cases/glm.md showed ``fleetperf --batch glm-pytorch cpu/CPUx1x1``, which the
 parser refuses).
 
@@ -25,8 +25,6 @@ from typing import NamedTuple
 import pytest
 
 from tui import cli
-from tui.engine import provision
-from tui.localfleet import fleet as localfleet
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
@@ -140,15 +138,10 @@ def refusal(argv: list[str]) -> str | None:
 def _refusal(argv: list[str]) -> str | None:
     if argv == ["--help"] or argv == ["--version"]:
         return None  # they print and exit 0: run below
-    own = {"fleet": localfleet.parser, "provision": provision.parser}.get(argv[0] if argv else "")
-    parse = (lambda: own().parse_args(argv[1:])) if own else None
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            if parse:
-                parse()
-            else:
-                cli.parse_args(argv)
+            cli.parse_args(argv)
     except SystemExit as exc:
         if exc.code:
             return err.getvalue().strip().splitlines()[-1]
@@ -179,7 +172,7 @@ def test_every_documented_command_parses() -> None:
     ("markdown", "expected"),
     [
         # What docs/cases/glm.md said: positional case and config.
-        ("`fleetperf --batch glm-pytorch\n  cpu/CPUx1x1`", "unrecognized arguments"),
+        ("`fleetperf --batch glm-pytorch\n  cpu/CPUx1x1`", "invalid choice: 'glm-pytorch'"),
         ("```sh\nfleetperf results [--status passed|done]\n```", "invalid choice: 'done'"),
         ("    fleetperf prepare  # the case is missing", "arguments are required"),
         ("```\nfleetperf --case glm-pytorch --config cpu/CPUx1x1\n```", "--case needs --batch"),
@@ -213,6 +206,15 @@ def test_usage_lines_expand_to_each_form() -> None:
     assert variants("fleetperf results --format json | jq .") == [["results", "--format", "json"]]
 
 
+def test_help_lists_every_subcommand_with_its_line() -> None:
+    shown = cli.parser().format_help()
+    assert len(cli.SUBCOMMANDS) == 11
+    for command in cli.SUBCOMMANDS:
+        assert re.search(
+            rf"^ +{re.escape(command.name)} +{re.escape(command.help[:20])}", shown, re.M
+        )
+
+
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
@@ -220,6 +222,7 @@ def test_usage_lines_expand_to_each_form() -> None:
         (["--help"], "usage: fleetperf"),
         (["--version"], "fleetperf "),
         (["fleet", "--help"], "usage: fleetperf fleet"),
+        (["images", "tag", "cpu"], "fleetperf/cpu:"),
     ],
 )
 def test_the_short_commands_run(argv: list[str], says: str) -> None:

@@ -18,6 +18,7 @@ import yaml
 from dockerd import Dockerd, missing
 from test_modules import module
 
+from tui import cli
 from tui.catalog import images
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,8 +75,16 @@ def test_group_vars_base_image_is_the_dockerfiles(vendor):
 
 
 def test_build_arguments_that_change_the_image_are_refused(tmp_path, capsys):
-    ok = images.main(
-        ["context", "cpu", str(tmp_path / "a"), "--base-image", "b:1", "--build-arg=PIP_NO_INDEX=1"]
+    ok = cli.main(
+        [
+            "images",
+            "context",
+            "cpu",
+            str(tmp_path / "a"),
+            "--base-image",
+            "b:1",
+            "--build-arg=PIP_NO_INDEX=1",
+        ]
     )
     assert ok == 0
     out = json.loads(capsys.readouterr().out)
@@ -84,7 +93,9 @@ def test_build_arguments_that_change_the_image_are_refused(tmp_path, capsys):
         "context": images.context_hash("cpu", "b:1"),
         "build_args": {"PIP_NO_INDEX": "1", "BASE_IMAGE": "b:1"},
     }
-    bad = images.main(["context", "cpu", str(tmp_path / "b"), "--build-arg=TORCH_VERSION=2.0.0"])
+    bad = cli.main(
+        ["images", "context", "cpu", str(tmp_path / "b"), "--build-arg=TORCH_VERSION=2.0.0"]
+    )
     assert bad == 2
     err = capsys.readouterr().err
     assert "build argument TORCH_VERSION: changes what the image holds but not its tag" in err
@@ -136,7 +147,7 @@ def check(engine: Dockerd, tmp: Path, want: images.Expected) -> dict:
         docker_host=engine.host,
         image=want.tag,
         context=want.context,
-        build_command="python -m tui.catalog.images build cpu",
+        build_command="fleetperf images build cpu",
     )
     return res
 
@@ -160,6 +171,6 @@ def test_a_tag_repointed_at_another_image_is_refused(engine, tmp_path):
         assert res["msg"] == (
             f"host box1: image {want.tag} is {other}, {built}, not from {want.context[:12]}:"
             " the tag points at another image;"
-            " build it with: python -m tui.catalog.images build cpu"
+            " build it with: fleetperf images build cpu"
         )
     engine.docker("rmi", "-f", want.tag, "elsewhere/image:1", good)

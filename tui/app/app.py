@@ -70,7 +70,8 @@ class FleetperfApp(App[int]):
         self.config = config
         self.feed = RunFeed()
         self.batches: list[Batch] = []
-        self._session: Session | None = None
+        # Everything the screens ask of hosts, runs and the store goes through the engine.
+        self.session = Session(config.inventory, config.results_dir, config.data_root)
         self._shown_modes = {self.DEFAULT_MODE}
 
     def on_ready(self) -> None:
@@ -91,13 +92,6 @@ class FleetperfApp(App[int]):
         # garbage is frozen with it.
         gc.collect()
         gc.freeze()
-
-    @property
-    def session(self) -> Session:
-        if self._session is None:
-            c = self.config
-            self._session = Session(c.inventory, c.results_dir, c.data_root)
-        return self._session
 
     @property
     def running(self) -> bool:

@@ -13,20 +13,18 @@ The base image is the Dockerfile's ``ARG BASE_IMAGE=`` default unless one is giv
 Other build arguments may only say where packages come from (SOURCE_ARGS): what the
 image holds is in the hash.
 
-    .venv/bin/python -m tui.catalog.images tag cpu [--base-image REF]
-    .venv/bin/python -m tui.catalog.images context cpu DIR [--base-image REF]   # JSON: tag, context
-    .venv/bin/python -m tui.catalog.images build cpu [--docker-host URL] [--build-arg K=V]...
-        [--network N]
+    .venv/bin/fleetperf images tag cpu [--base-image REF]
+    .venv/bin/fleetperf images context cpu DIR [--base-image REF]   # JSON: tag, context
+    .venv/bin/fleetperf images build cpu [--docker-host URL] [--build-arg K=V]... [--network N]
+
+(their arguments and output: tui/cli.py).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import io
-import json
 import re
-import sys
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
@@ -246,63 +244,3 @@ def build(
         raise BuildError(f"image {tag}: {str(exc).splitlines()[0]}") from exc
     finally:
         client.close()
-
-
-def _build_args(pairs: list[str]) -> dict[str, str]:
-    bad = [a for a in pairs if "=" not in a]
-    if bad:
-        raise ValueError(f"--build-arg {bad[0]}: expected KEY=VALUE")
-    return dict(a.split("=", 1) for a in pairs)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m tui.catalog.images", description="benchmark images"
-    )
-    sub = ap.add_subparsers(dest="command", required=True)
-    tag = sub.add_parser("tag", help="print the expected tag")
-    ctx = sub.add_parser(
-        "context",
-        help="write the build context into DIR; print JSON: tag, context (the label's "
-        "hash), build_args (BASE_IMAGE and the allowed --build-arg)",
-    )
-    b = sub.add_parser("build", help="build the image on a docker engine")
-    for p in (tag, ctx, b):
-        p.add_argument("vendor")
-    for p in (tag, ctx):
-        p.add_argument("--base-image", help="base image (default: the Dockerfile's)")
-    ctx.add_argument("dir", type=Path)
-    b.add_argument("--docker-host", help="engine URL (default: DOCKER_HOST or the local socket)")
-    for p in (ctx, b):
-        p.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE")
-    b.add_argument("--network", help="network of the build's RUN steps (e.g. host)")
-    args = ap.parse_args(argv)
-    try:
-        if args.command == "tag":
-            print(image_tag(args.vendor, args.base_image))
-            return 0
-        if args.command == "context":
-            build_args = _build_args(args.build_arg)
-            build_args["BASE_IMAGE"] = base = base_of(
-                args.vendor, {**build_args, "BASE_IMAGE": args.base_image or ""}
-            )
-            write_context(args.vendor, args.dir)
-            want = expected(args.vendor, base)
-            print(json.dumps({"tag": want.tag, "context": want.context, "build_args": build_args}))
-            return 0
-        tag, image_id = build(
-            args.vendor,
-            args.docker_host,
-            _build_args(args.build_arg),
-            args.network,
-            log=print,
-        )
-    except (ValueError, BuildError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(f"{tag} {image_id}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,42 +1,21 @@
-"""``fleetperf provision [-i INVENTORY] [--limit HOSTS] [--check]``: provision.yml on the
-hosts of an inventory's vendor groups, through the Hosts screen's ansible-runner path
-(tui/engine/hostcheck.py), told as a person reads it: per host and role, each task that changed
-something (``--check``: would change) and what, then each host that failed and why.
-Ansible's own output (a few hundred lines) is not shown; ``ansible-playbook ... --check
---diff`` gives the diffs in full (docs/provisioning.md)."""
+"""What ``fleetperf provision [-i INVENTORY] [--limit HOSTS] [--check]`` (tui/cli.py) tells of
+a run of provision.yml on the hosts of an inventory's vendor groups, through the Hosts screen's
+ansible-runner path (tui/engine/hostcheck.py), as a person reads it: per host and role, each
+task that changed something (``--check``: would change) and what, then each host that failed
+and why. Ansible's own output (a few hundred lines) is not shown; ``ansible-playbook ...
+--check --diff`` gives the diffs in full (docs/provisioning.md)."""
 
 from __future__ import annotations
 
-import argparse
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from harness.vendors import VENDORS
 
-from tui.core.errors import InventoryError, UsageError, UserInputError
-from tui.core.paths import DEFAULT_INVENTORY
-from tui.core.term import printable
+from tui.core.errors import InventoryError, UsageError
 from tui.engine import hostcheck
-from tui.engine.inventory import Inventory, load_inventory
+from tui.engine.inventory import Inventory
 from tui.executors.ansiblerun import explain_unreachable
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="fleetperf provision",
-        description="Run provision.yml on the hosts of the inventory's vendor groups and say"
-        " what changed per host and role; with --check, what would change (nothing is).",
-    )
-    p.add_argument(
-        "-i", "--inventory", type=Path, default=None, help=f"default {DEFAULT_INVENTORY}"
-    )
-    p.add_argument("--limit", metavar="HOST[,HOST]", help="these hosts only")
-    p.add_argument(
-        "--check", action="store_true", help="check mode: what would change, changing nothing"
-    )
-    return p
 
 
 def vendor_hosts(inv: Inventory) -> list[str]:
@@ -147,38 +126,10 @@ def summary(hosts: list[str], outcomes: dict[str, Outcome], check: bool) -> list
     return lines
 
 
-def provision(inventory: Path, limit: str | None, check: bool) -> int:
-    """The run and its summary on stdout; 1 when a host failed or was unreachable."""
-    inv = load_inventory(inventory)
-    hosts = pick_hosts(inv, limit)
-    mode = "check mode: nothing is changed" if check else "changes the hosts"
-    print(
-        printable(
-            f"provision.yml on {', '.join(hosts)} of {inventory} ({mode}); this takes minutes"
-        ),
-        flush=True,
-    )
-    outcomes: dict[str, Outcome] = {}
-    stats = hostcheck.provision(inventory, hosts, check, lambda ev: collect(outcomes, ev))
-    for host in hosts:  # no recap for it: ansible stopped before (its error is in no event)
+def settle(hosts: list[str], outcomes: dict[str, Outcome], stats: dict[str, dict]) -> list[str]:
+    """The hosts that failed, once a host ansible gave no recap for (it stopped before: its
+    error is in no event) is marked so."""
+    for host in hosts:
         if host not in stats and not outcomes.get(host, Outcome()).failure:
             outcomes.setdefault(host, Outcome()).failure = "provision.yml did not play on it"
-    print(printable("\n".join(summary(hosts, outcomes, check))))
-    failed = [h for h in hosts if outcomes.get(h, Outcome()).failure]
-    if failed:
-        print(printable(f"fleetperf provision: failed on {', '.join(failed)}"), file=sys.stderr)
-        return 1
-    return 0
-
-
-def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
-    inventory = (args.inventory or DEFAULT_INVENTORY).resolve()
-    try:
-        return provision(inventory, args.limit, args.check)
-    except UserInputError as exc:
-        print(printable(f"fleetperf provision: error: {exc}"), file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:  # ansible, in our process group, got the SIGINT too
-        print("fleetperf provision: interrupted; run it again to finish", file=sys.stderr)
-        return 130
+    return [h for h in hosts if outcomes.get(h, Outcome()).failure]

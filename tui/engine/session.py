@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import os
+import shutil
 import threading
 import time
 import traceback
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -36,13 +38,14 @@ from tui.core.events import (
     RunStatus,
     SysSample,
 )
-from tui.core.paths import default_data_root, store_path
+from tui.core.paths import DEFAULT_INVENTORY, default_data_root, store_path
+from tui.engine import hostcheck
 from tui.engine.inventory import Inventory, executor_of, load_inventory, select_hosts
 from tui.executors.base import DEFAULT_KIND, DOCKER, Executor, Launch, Outcome, new_run_id
 from tui.executors.hostfiles import host_file_limits
 from tui.executors.registry import executor_for
 from tui.results import references
-from tui.results.record import RunRecord, now_utc_iso, write_result_json
+from tui.results.record import RUN_ID, RunRecord, now_utc_iso, write_result_json
 from tui.results.store import ResultStore, controller_id, mark_interrupted
 
 Callback = Callable[[Event], None]
@@ -252,13 +255,13 @@ class Session:
         self.lease_wait_s = lease_wait_s  # how long a run waits for a host another holds
         self.results_dir = results_dir
         self.data_root = data_root
-        self.store = ResultStore(store_path(results_dir))
         self._inventory: Inventory | None = None
-        # Runs that a controller on this machine left running when it died.
-        self.interrupted = mark_interrupted(self.store)
+        self._store: ResultStore | None = None  # opened at first use (open_store)
+        self._store_lock = threading.Lock()
 
     def close(self) -> None:
-        self.store.close()
+        if self._store is not None:
+            self._store.close()
 
     def plan(
         self,
@@ -432,7 +435,7 @@ class Session:
             executor=launch.executor,
             # The tag the docker hosts' preflight insisted on; the ids that ran come at the end.
             image=launch.image.tag if launch.image else None,
-            case_metrics=[CaseMetric(**m.model_dump()) for m in spec.case.metrics],
+            case_metrics=[CaseMetric.model_validate(m) for m in spec.case.metrics],
             columns=spec.case.report,
             short_names=spec.case.short_names,
             run_dir=str(launch.run_dir),
@@ -472,3 +475,120 @@ class Session:
                 "image": images.ran(record.image, outcome.image_ids) if record.image else None,
             }
         )
+
+    # -- for the front ends: the inventory and its hosts, the results store, cleanup ----
+    # The app (from its thread workers), --batch and the command line come here rather
+    # than to the inventory, the store or an executor themselves.
+
+    def read_inventory(self) -> Inventory:
+        """(Re)read the inventory file; plans and the host methods below use what it says."""
+        self._inventory = load_inventory(self.inventory)
+        return self._inventory
+
+    @property
+    def inventory_read(self) -> bool:
+        return self._inventory is not None
+
+    def host_groups(self) -> dict[str, list[str]]:
+        """Every group of the inventory that has hosts, vendor groups first."""
+        return hostcheck.groups(self._inventory or self.read_inventory())
+
+    def hosts(self) -> list[str]:
+        """Every host of the inventory, in group order."""
+        return hostcheck.all_hosts(self._inventory or self.read_inventory())
+
+    def hosts_for(self, spec: catalog.RunSpec) -> list[str]:
+        """The hosts a run of ``spec`` would get (InventoryError when none fit)."""
+        return select_hosts(self._inventory or self.read_inventory(), spec)
+
+    def preflight(self, hosts: list[str]) -> dict[str, hostcheck.HostCheck]:
+        return hostcheck.preflight(self._inventory or self.read_inventory(), hosts)
+
+    def provision(
+        self,
+        hosts: list[str],
+        check: bool,
+        on_task: Callable[[hostcheck.TaskEvent], None],
+        cancel: Callable[[], bool] = lambda: False,
+    ) -> dict[str, dict[str, int]]:
+        """provision.yml on ``hosts`` (``check``: --check --diff); per-host stats."""
+        return hostcheck.provision(self.inventory, hosts, check, on_task, cancel)
+
+    def has_store(self) -> bool:
+        """Whether there is a results store yet (reading one never makes one)."""
+        return self._store is not None or store_path(self.results_dir).is_file()
+
+    def open_store(self, create: bool = True) -> list[RunRecord]:
+        """Open the results store, made where there is none if ``create`` (else
+        UsageError); the runs a controller on this machine left running when it died,
+        marked interrupted now (none when it was open already)."""
+        with self._store_lock:
+            if self._store is not None:
+                return []
+            path = store_path(self.results_dir)
+            if not create and not path.is_file():
+                raise UsageError(f"no results store at {path} (run a case first)")
+            self._store = ResultStore(path)
+            return mark_interrupted(self._store)
+
+    @property
+    def store(self) -> ResultStore:
+        if self._store is None:
+            self.open_store()
+        assert self._store is not None
+        return self._store
+
+    def runs(self, case: str | None = None, status: str | None = None) -> list[RunRecord]:
+        """The stored runs, oldest first."""
+        return self.store.list(case=case, status=status)
+
+    def find_run(self, text: str) -> RunRecord:
+        """The run ``text`` names: its whole id, a unique prefix, or the short form tables
+        show (UsageError, one line, when none or several)."""
+        record = self.store.get(self.store.resolve(text))
+        if record is None:  # pruned by another controller since
+            raise UsageError(f"no run {text!r} in {self.store.path}")
+        return record
+
+    def prune(self, records: list[RunRecord]) -> Iterator[tuple[RunRecord, bool]]:
+        """Remove each run's directory, then its row (if the directory cannot go, the row
+        stays); a running run is kept (False). The directory is always
+        ``<results>/runs/<run_id>``, never the path the record holds (a copied results
+        directory's records name the original's); every id is checked before anything goes."""
+        runs = Path(os.path.abspath(self.results_dir)) / "runs"  # links in the path kept
+        if runs.is_symlink():
+            raise UsageError(f"{runs}: a link; --prune removes run directories only in place")
+        for record in records:
+            check_run_id(record.run_id, str(self.store.path))
+        for record in records:
+            if record.status == "running":
+                yield record, False
+                continue
+            run_dir = runs / record.run_id
+            if run_dir.is_symlink():  # removed as a link, never followed
+                run_dir.unlink()
+            elif run_dir.exists():
+                shutil.rmtree(run_dir)
+            self.store.delete(record.run_id)
+            yield record, True
+
+    def cleanup(self) -> Iterator[tuple[RunRecord, bool]]:
+        """Stop what each interrupted run not cleaned yet left on its hosts (its executor's
+        cleanup, on the inventory it ran on), one at a time; whether that ran to the end,
+        and then the run is marked cleaned."""
+        self.open_store(create=False)
+        for record in self.runs(status="interrupted"):
+            if record.cleaned:
+                continue
+            inventory = Path(record.inventory or DEFAULT_INVENTORY)
+            cleanup = executor_for(record.executor or DEFAULT_KIND).cleanup
+            ok = cleanup(record.run_id, record.hosts, inventory, self.results_dir, self.data_root)
+            if ok:
+                self.store.add(record.model_copy(update={"cleaned": True}))
+            yield record, ok
+
+
+def check_run_id(run_id: str, where: str) -> None:
+    """UsageError unless ``run_id`` is one (a prune removes the directory it names)."""
+    if not RUN_ID.fullmatch(run_id):
+        raise UsageError(f"{where}: run_id {run_id!r} is not a run id (letters, digits, . _ -)")

@@ -25,7 +25,6 @@ Needs root, ``ip`` (iproute2), ``unshare``/``nsenter`` (util-linux), overlayfs a
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import hashlib
@@ -586,38 +585,22 @@ def down(workdir: Path) -> int:
     return count
 
 
-def parser() -> argparse.ArgumentParser:
-    """``fleetperf fleet``'s arguments (tests/test_docs_commands.py parses the docs with it)."""
-    p = argparse.ArgumentParser(prog="fleetperf fleet", description="SSH hosts on this machine")
-    sub = p.add_subparsers(dest="action", required=True)
-    p_up = sub.add_parser("up", help="bring up N hosts and write an inventory for them")
-    p_up.add_argument("count", type=int, metavar="N")
-    p_up.add_argument(
-        "--slurm", action="store_true", help="and a Slurm cluster: a login host, N nodes"
-    )
-    p_down = sub.add_parser("down", help="stop the hosts and remove what up made")
-    for q in (p_up, p_down):
-        q.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"default {DEFAULT_DIR}")
-    return p
-
-
-def main(argv: list[str]) -> int:
-    """``fleetperf fleet up N [--dir DIR]`` and ``fleetperf fleet down [--dir DIR]``."""
-    args = parser().parse_args(argv)
-    workdir = args.dir.resolve()
+def main(action: str, workdir: Path, count: int = 0, slurm: bool = False) -> int:
+    """``fleetperf fleet up N [--slurm] [--dir DIR]`` and ``fleetperf fleet down [--dir DIR]``
+    (their arguments: tui/cli.py)."""
     reason = available()
     if reason:
         print(f"fleetperf fleet: error: {reason}", file=sys.stderr)
         return 2
     try:
-        if args.action == "up":
-            if not 1 <= args.count <= 253:
+        if action == "up":
+            if not 1 <= count <= 253:
                 print("fleetperf fleet: error: N: 1 to 253 hosts", file=sys.stderr)
                 return 2
-            if args.slurm and (reason := slurm_available()):
+            if slurm and (reason := slurm_available()):
                 print(f"fleetperf fleet: error: {reason}", file=sys.stderr)
                 return 2
-            print(up(args.count, workdir, args.slurm))
+            print(up(count, workdir, slurm))
         else:
             print(f"fleetperf fleet: {down(workdir)} host(s) down in {workdir}")
     except RuntimeError as exc:

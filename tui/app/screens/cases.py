@@ -19,7 +19,6 @@ from tui.app.safe import literal
 from tui.app.widgets.picktree import PickTree
 from tui.catalog import catalog
 from tui.core.errors import UserInputError
-from tui.engine import inventory
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
@@ -47,7 +46,6 @@ class CasesScreen(Screen[None]):
         super().__init__()
         self.marked: set[Pick] = set()
         self.current: Pick | None = None
-        self._inventory: inventory.Inventory | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -176,21 +174,22 @@ class CasesScreen(Screen[None]):
 
     def _show_hosts(self, spec: catalog.RunSpec) -> None:
         label = self.query_one("#run-hosts", Static)
-        if self._inventory is None:
+        session = self.app.session
+        if not session.inventory_read:
             label.update("Hosts: reading the inventory...")
-            self._load_inventory()
+            self._read_inventory()
             return
         try:
-            hosts = inventory.select_hosts(self._inventory, spec)
+            hosts = session.hosts_for(spec)
         except UserInputError as exc:
             label.update(literal(f"Hosts: none: {exc}", style="red"))
             return
-        label.update(literal(f"Hosts: {', '.join(hosts)}  ({self._inventory.path.name})"))
+        label.update(literal(f"Hosts: {', '.join(hosts)}  ({session.inventory.name})"))
 
     @work(thread=True, exclusive=True, group="inventory")
-    def _load_inventory(self) -> None:
+    def _read_inventory(self) -> None:
         try:
-            self._inventory = inventory.load_inventory(self.app.config.inventory)
+            self.app.session.read_inventory()
         except UserInputError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return
@@ -231,7 +230,7 @@ class CasesScreen(Screen[None]):
         self.app.call_from_thread(self.app.switch_mode, "runs")
 
 
-def _case_info(case: catalog.CaseSpec, config: catalog.VendorConfig) -> Table:
+def _case_info(case: catalog.CaseFile, config: catalog.VendorConfig) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()

@@ -19,7 +19,7 @@ from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.widgets.picktree import PickTree
 from tui.core.errors import UserInputError
 from tui.core.term import printable
-from tui.engine import hostcheck, inventory
+from tui.engine.hostcheck import HostCheck, TaskEvent
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
@@ -44,7 +44,7 @@ class HostsScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.inventory: inventory.Inventory | None = None
+        self.groups: dict[str, list[str]] | None = None  # None: the inventory is not read
         self.marked: set[str] = set()
         self.tasks: dict[str, Counter[str]] = {}
 
@@ -71,26 +71,27 @@ class HostsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="inventory")
     def load(self) -> None:
+        session = self.app.session
         try:
-            inv = inventory.load_inventory(self.app.config.inventory)
+            session.read_inventory()
+            groups, hosts = session.host_groups(), session.hosts()
         except UserInputError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return
-        self.app.call_from_thread(self._show_inventory, inv)
-        self._preflight(hostcheck.all_hosts(inv))
+        self.app.call_from_thread(self._show_inventory, groups, hosts)
+        self._preflight(hosts)
 
-    def _show_inventory(self, inv: inventory.Inventory) -> None:
-        self.inventory = inv
+    def _show_inventory(self, groups: dict[str, list[str]], all_hosts: list[str]) -> None:
+        self.groups = groups
         tree = self.query_one(Tree)
         tree.clear()
-        groups = hostcheck.groups(inv)
         for group, hosts in groups.items():
             node = tree.root.add(literal(group), data=("group", group), expand=True)
             for host in hosts:
                 node.add_leaf(self._label(host), data=("host", host))
         table = self.query_one("#hosts", DataTable)
         table.clear()
-        for host in hostcheck.all_hosts(inv):
+        for host in all_hosts:
             names = ",".join(g for g, hs in groups.items() if host in hs)
             table.add_row(literal(host), literal(names), "checking...", "", "", "", key=host)
 
@@ -113,9 +114,7 @@ class HostsScreen(Screen[None]):
         if node is None or not node.data:
             return
         kind, name = node.data
-        hosts = (
-            [name] if kind == "host" else self.inventory.group_hosts(name) if self.inventory else []
-        )
+        hosts = [name] if kind == "host" else (self.groups or {}).get(name, [])
         on_all = all(h in self.marked for h in hosts)
         for host in hosts:
             (self.marked.discard if on_all else self.marked.add)(host)
@@ -133,19 +132,19 @@ class HostsScreen(Screen[None]):
     # -- preflight --------------------------------------------------------------------
 
     def action_preflight(self) -> None:
-        if self.inventory is None:
+        if self.groups is None:
             self.load()
         else:
-            self._preflight(hostcheck.all_hosts(self.inventory))
+            self._preflight(self.app.session.hosts())
 
     @work(thread=True, exclusive=True, group="preflight")
     def _preflight(self, hosts: list[str]) -> None:
-        if self.inventory is None or not hosts:
+        if not hosts:
             return
-        checks = hostcheck.preflight(self.inventory, hosts)
+        checks = self.app.session.preflight(hosts)
         self.app.call_from_thread(self._show_checks, checks)
 
-    def _show_checks(self, checks: dict[str, hostcheck.HostCheck]) -> None:
+    def _show_checks(self, checks: dict[str, HostCheck]) -> None:
         table = self.query_one("#hosts", DataTable)
         for host, check in checks.items():
             reach = "yes" if check.reachable else f"no: {check.message}"
@@ -183,11 +182,11 @@ class HostsScreen(Screen[None]):
         mode = "check" if check else "real"
         self.app.call_from_thread(self._start_tasks, hosts, mode)
 
-        def on_task(ev: hostcheck.TaskEvent) -> None:
+        def on_task(ev: TaskEvent) -> None:
             self.app.call_from_thread(self._show_task, ev)
 
         try:
-            stats = hostcheck.provision(self.app.config.inventory, hosts, check, on_task)
+            stats = self.app.session.provision(hosts, check, on_task)
         except Exception as exc:  # noqa: BLE001 - ansible-runner setup errors become a notice
             self.app.call_from_thread(self.notify, f"provision.yml: {exc}", severity="error")
             return
@@ -203,7 +202,7 @@ class HostsScreen(Screen[None]):
             literal(f"provision.yml ({mode} mode) on {', '.join(hosts)}: running")
         )
 
-    def _show_task(self, ev: hostcheck.TaskEvent) -> None:
+    def _show_task(self, ev: TaskEvent) -> None:
         table = self.query_one("#tasks", DataTable)
         if ev.host not in self.tasks:
             return

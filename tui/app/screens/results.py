@@ -18,10 +18,10 @@ from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Sel
 
 from tui.app.safe import literal
 from tui.core import safefile
+from tui.core.errors import StoreError, UserInputError
 from tui.results.compare import compare
 from tui.results.record import RunRecord
 from tui.results.report import fmt_band
-from tui.results.store import ResultStore, StoreError
 from tui.results.tables import FORMATS, config_env_text, peak_text, render, short_id
 
 if TYPE_CHECKING:
@@ -108,13 +108,13 @@ class ResultsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="store")
     def _load(self) -> None:
-        path = self.app.config.store_path
-        if not path.is_file():
-            self.app.call_from_thread(self._show, [], f"No results store at {path} yet.")
+        session = self.app.session
+        if not session.has_store():  # reading never makes one
+            note = f"No results store at {self.app.config.store_path} yet."
+            self.app.call_from_thread(self._show, [], note)
             return
         try:
-            with ResultStore(path) as store:
-                records = store.list()
+            records = session.runs()
         except StoreError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return
@@ -178,11 +178,9 @@ class ResultsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="store")
     def _resolve(self, text: str) -> None:
         """The store's resolver, as ``fleetperf results RUN_ID`` uses it."""
-        path = self.app.config.store_path
         try:
-            with ResultStore(path) as store:
-                run_id = store.resolve(text)
-        except StoreError as exc:
+            run_id = self.app.session.find_run(text).run_id
+        except UserInputError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return
         self.app.call_from_thread(self._go_to, run_id)
