@@ -138,7 +138,7 @@ def _record(
         environment={"accelerator": accelerator, "hostname": "host-a"},
         synthetic_data=synthetic,
         load_per_cpu=0.1,
-        case_metrics=[m.model_dump() for m in spec.case.metrics],
+        case_metrics=spec.case.metrics,
         columns=spec.case.report,
         short_names=spec.case.short_names,
     )

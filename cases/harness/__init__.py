@@ -1,17 +1,19 @@
 """fleetperf's in-workload library: what every case uses to time, measure and report.
 
 Importing it imports no torch (the controller imports ``harness.metrics``,
-``harness.vendors``, ``harness.staging`` and ``harness.peak_cache``, which import nothing
-beyond the standard library and ``harness.errors``); the parts that need torch import it when
-called. psutil and nvidia-ml-py are used where present. docs/harness.md is the guide.
+``harness.vendors``, ``harness.staging``, ``harness.peak_cache``, ``harness.events`` and
+``harness.case``, which import nothing beyond the standard library, PyYAML and each other);
+the parts that need torch import it when called. psutil and nvidia-ml-py are used where
+present. docs/harness.md is the guide.
 
 A case's ``run.py`` uses ``run_case`` and ``Run`` (the SDK); its ``prepare.py``
 ``prepare_main``. The modules below them:
 
 - ``runner``      Run (config, hp, device, process group, seeds, instruments, step logging,
                   eval cadence, convergence, accounting, energy, result), run_case()
-- ``case``        case.yaml as the workload reads it: hp checked once (types, ``choices``),
-                  requires, target
+- ``case``        case.yaml's one reader, the workload's and the catalog's: its fields, the
+                  shared hyperparameters' bounds, ``bounds``, ``choices``, ``overridable``;
+                  config.json's hp checked once
 - ``layout``      Layout: data x tensor x pipeline parallel ranks, which rank counts a batch
 - ``staging``     prepare_main(), find_dir, link_or_copy, the data manifest (DATA_MANIFEST)
 - ``tiny``        synthetic-data builders: WordPiece vocabulary, tiny Llama, Llama config check
@@ -37,7 +39,7 @@ A case's ``run.py`` uses ``run_case`` and ``Run`` (the SDK); its ``prepare.py``
 - ``nvml``        nvidia-ml-py readings where the driver has them
 - ``dist``        DistEnv, process group, barrier, all_reduce, reduce_totals, reduce_memory
 - ``environment`` the result's environment object
-- ``events``      EventWriter (events.jsonl, the contract's rank rules)
+- ``events``      EventWriter (events.jsonl, the contract's rank rules), the event KINDS
 """
 
 # What cases, prepare steps, tests and benchmarks reach as ``harness.NAME``; the rest is

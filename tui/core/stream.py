@@ -8,7 +8,7 @@ connection plugin, connection settings that only a play can render) are polled b
 ``fleetperf_tail`` as before; the poll task still watches every host for its exit, a stall
 or a time-out, and hands back a followed host's file size at the end so that nothing
 written is missed. Lines a follower could not hand on (its ssh connection dropped) are read
-from the host's file that the cleanup brings back (tui/executors/fleet.py).
+from the host's file that the cleanup brings back (tui/executors/tracker.py).
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ INFER_METRICS = ("p_val_whole", "p_val_core", "p_infer_whole", "p_infer_core")
 # the catalog's CONFIG_NAME
 _CONFIG = re.compile(r"^(?P<chip>.+)x(?P<nnodes>\d+)x(?P<nproc>\d+)(?:-[a-z0-9]+)?$")
 # A run id names its directory (<results>/runs/<run_id>): one plain path component, as
-# new_run_id makes them (tui/executors/fleet.py):
+# new_run_id makes them (tui/executors/base.py):
 # 20261121-193000-distilbert-pytorch-3fa2c01d9e4b7a65.
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 

@@ -342,7 +342,7 @@ def _run_row(record: RunRecord) -> dict[str, Any]:
 
 
 def _tail(run_id: str) -> str:
-    """The random tail of STAMP-CASE-TOKEN (new_run_id, tui/executors/fleet.py), which
+    """The random tail of STAMP-CASE-TOKEN (new_run_id, tui/executors/base.py), which
     tables shorten."""
     return run_id.rsplit("-", 1)[-1]
 
