@@ -10,6 +10,7 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from conftest import FIXTURE_CASES, REPO
 from rich.console import Console
 from seed_records import distilbert
 from textual.pilot import Pilot
@@ -19,8 +20,6 @@ from tui.app.app import AppConfig, FleetperfApp
 from tui.results.record import RunRecord
 from tui.results.store import ResultStore
 
-REPO = Path(__file__).resolve().parents[1]
-FIXTURE_CASES = REPO / "tests" / "fixtures" / "cases"
 LOCAL_INVENTORY = REPO / "inventory" / "local.yml"
 
 

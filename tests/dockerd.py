@@ -12,9 +12,12 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from conftest import REPO
 
 
 def missing() -> str | None:
@@ -127,3 +130,14 @@ class Dockerd:
             check=check,
             timeout=timeout,
         )
+
+    def import_base(self, tag: str) -> None:
+        """The base image of scripts/make-base-image (a local root filesystem), as ``tag``."""
+        made = subprocess.run(
+            [sys.executable, str(REPO / "scripts" / "make-base-image"), "--tag", tag],
+            env={**os.environ, "DOCKER_HOST": self.host},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert made.returncode == 0, made.stderr

@@ -40,6 +40,17 @@ def descendants(pid: int) -> dict[int, str]:
     return found
 
 
+def live_argvs() -> dict[int, list[bytes]]:
+    """{pid: argv} of every live (not zombie) process on this machine but this one."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid() or _zombie(int(proc.name)):
+            continue
+        with contextlib.suppress(OSError):
+            found[int(proc.name)] = (proc / "cmdline").read_bytes().split(b"\0")[:-1]
+    return found
+
+
 def _cmdline(pid: int) -> str:
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()

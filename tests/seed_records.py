@@ -20,6 +20,15 @@ DISTILBERT_COLUMNS = [
     "mem",
 ]
 DISTILBERT_SHORT = {"train_batch_size": "bs", "learning_rate": "lr", "max_seq_length": "seq"}
+# A result's peak object (the contract's, which MFU divides): an A100 at tf32.
+PEAK = {
+    "chip": "A100",
+    "math": "tf32",
+    "datasheet_flops": 156e12,
+    "measured_flops": 120e12,
+    "measured_mem_bw_bytes_per_s": 1.5e12,
+    "model_flops_per_s_per_device": 41.8e12,
+}
 
 
 def distilbert(
@@ -139,11 +148,16 @@ def inference(run_id: str) -> RunRecord:
     )
 
 
-def store_at_version(path: Path, record: RunRecord, column: str, version: int) -> None:
-    """A store holding ``record`` as an older fleetperf left it: at schema ``version``,
-    before ``column`` was added (the next open migrates it)."""
+def store_at_version(
+    tmp_path: Path, column: str, version: int
+) -> tuple[Path, RunRecord, RunRecord]:
+    """A store as an older fleetperf left it, at schema ``version`` before ``column`` was
+    added (the next open migrates it), holding seed row r1: its path, r1, and r2 to add."""
+    path = tmp_path / "fleetperf.sqlite"
+    first, second = seed001_records()[:2]
     with ResultStore(path) as store:
-        store.add(record)
+        store.add(first)
     conn = sqlite3.connect(path)
     conn.executescript(f"ALTER TABLE runs DROP COLUMN {column}; PRAGMA user_version = {version};")
     conn.close()
+    return path, first, second

@@ -60,6 +60,7 @@ def _python(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str
     )
 
 
+# Building it takes seconds (a synthetic model and data set): the tests that use it are slow.
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("aquila") / "aquila_33b-inference"
@@ -87,6 +88,7 @@ def test_scoring_by_hand() -> None:
     assert s.text_loss == pytest.approx(text_1 / 2 + text_2 / 3, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_flagscale_framing(data_dir: Path) -> None:
     """Seed 002 as FlagScale's datasets.py frames it: [CLS] + text + </s>, padded to the
     sequence length; the last word sits before </s>."""
@@ -112,6 +114,7 @@ def test_flagscale_framing(data_dir: Path) -> None:
     assert len(cut.ids) == 3 and cut.ids[0] == cls and cut.tail == (cut.ids[-1] == eod)
 
 
+@pytest.mark.slow
 def test_tokenizer_without_cls_is_named(tmp_path: Path, data_dir: Path) -> None:
     folder = tmp_path / "tokenizer"
     folder.mkdir()
@@ -122,6 +125,7 @@ def test_tokenizer_without_cls_is_named(tmp_path: Path, data_dir: Path) -> None:
         special_ids(load_tokenizer(folder), folder)
 
 
+@pytest.mark.slow
 def test_tokenizer_from_the_seed_files(data_dir: Path) -> None:
     tok = load_tokenizer(data_dir / "tokenizer")
     assert tok.token_to_id("<|endoftext|>") is not None
@@ -131,6 +135,7 @@ def test_tokenizer_from_the_seed_files(data_dir: Path) -> None:
     assert example.last_word_tokens == len(last)
 
 
+@pytest.mark.slow
 def test_megatron_layout_converts_to_the_same_model(data_dir: Path, tmp_path: Path) -> None:
     from transformers import LlamaForCausalLM
 
@@ -192,6 +197,7 @@ def test_seed_row_config_runs_as_flagscale_did() -> None:
     assert {"p_infer_whole", "p_infer_core", "loss"} <= judged and "mfu" not in judged
 
 
+@pytest.mark.slow
 def test_prepare_from_names_the_first_bad_file(data_dir: Path, tmp_path: Path) -> None:
     src = tmp_path / "src"
     (src / "tokenizer").mkdir(parents=True)
@@ -228,6 +234,7 @@ def _config(run_dir: Path, **fields: object) -> list[str]:
     return [str(CASE_DIR / "run.py"), "--config", str(run_dir / "config.json"), "--run-dir"]
 
 
+@pytest.mark.slow
 def test_workload_contract_one_process(data_dir: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     proc = _python(*_config(run_dir), str(run_dir), "--data-dir", str(data_dir))
@@ -257,6 +264,7 @@ def test_workload_contract_one_process(data_dir: Path, tmp_path: Path) -> None:
     assert m["loss_per_token"] > 0 and m["loss"] != m["loss_per_token"]
 
 
+@pytest.mark.slow
 def test_precision_is_config_json_s_without_fallback(data_dir: Path, tmp_path: Path) -> None:
     """issue 20: the old run.py fell back to hp's precision, then to fp32, where config.json
     had none (case.yaml's default is bf16); now config.json's precision is the one used."""

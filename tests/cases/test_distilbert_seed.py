@@ -47,6 +47,10 @@ def _npz(path: Path, rows: list[tuple[str, int]], tokenizer) -> None:
     )
 
 
+pytestmark = pytest.mark.xdist_group(__name__)  # one worker: module fixtures built once
+
+
+# Building it takes seconds: the tests that use it are slow.
 @pytest.fixture(scope="module")
 def flagperf_tar(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny distilbert_train.tar: distilbert/dataset/{train,eval}_dataset.npz and
@@ -96,6 +100,7 @@ def _rows(tsv: Path) -> list[tuple[str, int]]:
     return [(s, int(y)) for s, y in (line.split("\t") for line in lines[1:-1])]
 
 
+@pytest.mark.slow
 def test_prepare_from_flagperfs_tar(flagperf_tar: Path, tmp_path: Path) -> None:
     unpacked = _unpack(flagperf_tar, tmp_path / "src")
     fp = _fp(tmp_path)
@@ -125,6 +130,7 @@ def test_prepare_from_flagperfs_tar(flagperf_tar: Path, tmp_path: Path) -> None:
     assert [r[0] for r in rows] == want
 
 
+@pytest.mark.slow  # prepares from GLUE's TSVs
 def test_prepare_from_glue_tsvs(tmp_path: Path) -> None:
     fp = _fp(tmp_path)
     synthetic = _fp(tmp_path / "synthetic")
@@ -155,6 +161,7 @@ def _damaged(flagperf_tar: Path, tmp_path: Path, **arrays: np.ndarray) -> Path:
     return src
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("arrays", "says"),
     [

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "cases"))
 
 import harness  # noqa: E402
@@ -75,11 +75,20 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO / "cases")}
 
 
+pytestmark = pytest.mark.xdist_group(__name__)  # one worker: module fixtures built once
+
+
+# Building it takes seconds (a synthetic checkpoint and data set): the tests that use it
+# are slow.
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("data") / "distilbert-pytorch"
+    return _synthetic(tmp_path_factory.mktemp("data") / "distilbert-pytorch")
+
+
+def _synthetic(out: Path, *args: str) -> Path:
+    """``prepare.py --synthetic --out OUT ARGS``: the synthetic data set at ``out``."""
     proc = subprocess.run(
-        [sys.executable, str(CASE_DIR / "prepare.py"), "--synthetic", "--out", str(out)],
+        [sys.executable, str(CASE_DIR / "prepare.py"), "--synthetic", "--out", str(out), *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -168,6 +177,7 @@ def _check_rates(result: dict, world: int, data_dir: Path, threads: int) -> None
     assert metrics["mfu_measured"] == pytest.approx(expected, rel=1e-6)
 
 
+@pytest.mark.slow
 def test_prepare_synthetic_layout(data_dir):
     from transformers import AutoTokenizer
 
@@ -269,6 +279,7 @@ def test_two_processes_under_torchrun(tmp_path, data_dir):
     _check_rates(result, 2, data_dir, threads=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("vendor", "precision", "says"),
     [
@@ -296,6 +307,7 @@ def test_missing_data_dir_exits_2_naming_the_path(tmp_path):
     assert error["kind"] == "error" and str(missing) in error["message"]
 
 
+@pytest.mark.slow
 def test_missing_data_file_is_named(tmp_path, data_dir):
     partial = tmp_path / "partial"
     (partial / "SST-2").mkdir(parents=True)
@@ -315,16 +327,7 @@ UNREACHABLE = 1.01  # above any accuracy: the run goes on to its max_epoch
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("small") / "distilbert-pytorch"
-    args = ["--train-rows", str(SMALL_TRAIN), "--dev-rows", "64"]
-    proc = subprocess.run(
-        [sys.executable, str(CASE_DIR / "prepare.py"), "--synthetic", "--out", str(out), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    return out
+    return _synthetic(out, "--train-rows", str(SMALL_TRAIN), "--dev-rows", "64")
 
 
 def _epochs_run(tmp_path: Path, data: Path, **hp) -> tuple[list[dict], str]:

@@ -294,6 +294,7 @@ def fp16_run(tmp_path: Path) -> Iterator[Run]:
         yield run
 
 
+@pytest.mark.slow  # trains a half-precision model
 def test_fp16_trains_a_half_model_and_skips_the_schedule_on_overflow(fp16_run: Run) -> None:
     """FlagPerf's GLM fp16: model.half(), float32 masters, loss scaling from 2^32; a step
     skipped for an overflow leaves the weights and the learning-rate schedule where they
@@ -353,6 +354,9 @@ def _prepare(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=300,
         check=False,
     )
+
+
+pytestmark = pytest.mark.xdist_group(__name__)  # one worker: module fixtures built once
 
 
 @pytest.fixture(scope="module")
@@ -429,6 +433,7 @@ def _release_layout(data_dir: Path, root: Path) -> Path:
     return src
 
 
+@pytest.mark.slow  # a prepare --from of the staged release (the fast run keeps --synthetic)
 def test_prepare_from_stages_the_release_layout(data_dir: Path, tmp_path: Path) -> None:
     src = _release_layout(data_dir, tmp_path)
     out = tmp_path / "out"
@@ -442,6 +447,7 @@ def test_prepare_from_stages_the_release_layout(data_dir: Path, tmp_path: Path) 
         assert (out / rel).read_bytes() == (data_dir / rel).read_bytes()
 
 
+@pytest.mark.slow  # prepares eight broken copies
 def test_prepare_from_names_the_first_bad_file(data_dir: Path, tmp_path: Path) -> None:
     src = _release_layout(data_dir, tmp_path)
     (src / "ReCoRD").unlink()
@@ -496,7 +502,8 @@ def test_workload_contract_on_a_short_run(data_dir: Path, tmp_path: Path) -> Non
             *("--config", str(run_dir / "config.json")),
             *("--data-dir", str(data_dir), "--run-dir", str(run_dir)),
         ],
-        env={"PYTHONPATH": str(REPO / "cases"), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "2"},
+        # one thread: in the fast run, the other pytest worker has the other core
+        env={"PYTHONPATH": str(REPO / "cases"), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
         capture_output=True,
         text=True,
         timeout=600,

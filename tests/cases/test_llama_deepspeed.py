@@ -19,6 +19,7 @@ from conftest import REPO, Fleetperf
 from llm_cases import ZERO3, case_module, events, prepare, resolved_config, run_workload
 
 
+# Building it takes seconds (a synthetic model and data set): the tests that use it are slow.
 @pytest.fixture(scope="module")
 def data_root(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
     root = tmp_path_factory.mktemp("zero3")
@@ -249,6 +250,7 @@ def test_table_is_the_seed_004_table() -> None:
     assert lines[5].startswith("| CPU单机2卡（1x2） | 数据精度=bf16,MPE=128,LBS=2,")
 
 
+@pytest.mark.slow
 def test_preprocess_tokenizes_raw_text_in_name_order(data_root: Path, tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -285,6 +287,7 @@ def test_preprocess_tokenizes_raw_text_in_name_order(data_root: Path, tmp_path: 
     assert tokens.dtype == np.uint16 and tokens.tolist() == expected
 
 
+@pytest.mark.slow
 def test_synthetic_data_is_the_real_layout(data_root: Path) -> None:
     from transformers import LlamaConfig
 
@@ -295,6 +298,7 @@ def test_synthetic_data_is_the_real_layout(data_root: Path) -> None:
     assert int(tokens.max()) < shape.vocab_size and tokens[0] == 1  # BOS first
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("breakage", "named"),
     [
@@ -320,6 +324,7 @@ def test_prepare_from_names_the_first_bad_file(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_prepare_from_stages_a_good_directory(data_root: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = prepare(ZERO3, "--from", str(data_root / ZERO3), "--out", str(out))
@@ -329,6 +334,7 @@ def test_prepare_from_stages_a_good_directory(data_root: Path, tmp_path: Path) -
     assert not (out / "fc_autotune_fp16.log").exists()  # optional: none in the source
 
 
+@pytest.mark.slow
 def test_prepare_from_stages_the_fc_autotune_table(data_root: Path, tmp_path: Path) -> None:
     """Kunlunxin's FC tiling table (the R300 row's XPU_FC_AUTOTUNE_FILE) comes with the data
     where the source has one: a container sees the case's data directory, not the source."""
@@ -341,6 +347,7 @@ def test_prepare_from_stages_the_fc_autotune_table(data_root: Path, tmp_path: Pa
     assert staged.read_text() == "m=4096 n=4096 k=4096 tile=7\n"
 
 
+@pytest.mark.slow  # prepares the case from scratch
 def test_prepare_needs_no_other_case(tmp_path: Path) -> None:
     """The tiny Llama comes from harness.tiny: the case's prepare runs with the harness and
     its own folder only, and writes the data manifest itself."""
@@ -391,6 +398,7 @@ def test_model_flops_count_attention(ds_config) -> None:
     assert flops.per_token - 6 * 6.607e9 == pytest.approx(12 * 32 * 4096 * 4096, rel=1e-2)
 
 
+@pytest.mark.slow
 def test_missing_tokens_are_named_before_any_launch(data_root: Path, tmp_path: Path) -> None:
     partial = tmp_path / "partial"
     shutil.copytree(data_root / ZERO3 / "llama2_7b_hf", partial / "llama2_7b_hf")

@@ -21,6 +21,7 @@ from seed_records import llama_finetune
 from tui.catalog import catalog
 
 
+# Building it takes seconds (a synthetic model and data set): the tests that use it are slow.
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("lora") / LORA
@@ -41,6 +42,7 @@ def tokenizer(data_dir: Path):
     return AutoTokenizer.from_pretrained(data_dir / "llama2_7b_hf")
 
 
+@pytest.mark.slow
 def test_synthetic_layout_loads_as_the_real_one(data_dir: Path, tokenizer, mmlu) -> None:
     from transformers import LlamaForCausalLM
 
@@ -58,6 +60,7 @@ def test_synthetic_layout_loads_as_the_real_one(data_dir: Path, tokenizer, mmlu)
     assert tokenizer("Answer: C")["input_ids"][-1] == ids[2]
 
 
+@pytest.mark.slow
 def test_prepare_from_checks_and_stages(data_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "staged"
     proc = prepare(LORA, "--from", str(data_dir), "--out", str(out))
@@ -68,6 +71,7 @@ def test_prepare_from_checks_and_stages(data_dir: Path, tmp_path: Path) -> None:
     assert (out / train).read_bytes() == (data_dir / train).read_bytes()
 
 
+@pytest.mark.slow
 def test_prepare_from_takes_the_earlier_names_into_flagperfs_layout(
     data_dir: Path, tmp_path: Path
 ) -> None:
@@ -92,6 +96,7 @@ def test_prepare_from_takes_the_earlier_names_into_flagperfs_layout(
     ).read_bytes()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("breakage", "named"),
     [
@@ -126,6 +131,7 @@ def test_prepare_from_names_the_first_bad_file(
     assert not out.exists()  # nothing staged
 
 
+@pytest.mark.slow
 def test_lora_trains_only_the_adapters(data_dir: Path, tokenizer) -> None:
     import harness
 
@@ -163,6 +169,7 @@ def test_lora_trains_only_the_adapters(data_dir: Path, tokenizer) -> None:
     assert len(changed) == len(trainable)
 
 
+@pytest.mark.slow
 def test_packing_cuts_exact_blocks(data_dir: Path, tokenizer) -> None:
     samsum = case_module(LORA, "samsum")
     records = samsum.read_records(data_dir / samsum.TRAIN_JSON)[:50]
@@ -195,6 +202,7 @@ class PrefersOneLetter(torch.nn.Module):
         return self.scores.expand(ids.shape[0], ids.shape[1], -1)
 
 
+@pytest.mark.slow
 def test_mmlu_scorer_against_known_logits(tmp_path: Path, tokenizer, mmlu) -> None:
     shots = [[f"Shot {i}?", "w", "x", "y", "z", "ABCD"[i % 4]] for i in range(5)]
     # by hand: a model that always says C gets 2 of 4 history and 1 of 3 maths questions right
@@ -247,6 +255,7 @@ def flagperf_cut(tokenizer, prompt: str, seq_length: int) -> str:
     return prompt
 
 
+@pytest.mark.slow
 def test_mmlu_prompts_cut_to_seq_length_as_flagperf(tmp_path: Path, tokenizer, mmlu) -> None:
     shots = [[f"Shot number {i} " * 10, "w", "x", "y", "z", "A"] for i in range(5)]
     long_question = [" ".join(["Why"] * 300) + "?", "a", "b", "c", "d", "C"]
@@ -270,6 +279,7 @@ def test_mmlu_prompts_cut_to_seq_length_as_flagperf(tmp_path: Path, tokenizer, m
     assert alone.cut == 6 and "Why" not in tokenizer.decode(alone.input_ids)
 
 
+@pytest.mark.slow
 def test_missing_data_is_named_before_any_training(tmp_path: Path, data_dir: Path) -> None:
     partial = tmp_path / "partial"
     shutil.copytree(data_dir, partial)
@@ -314,6 +324,7 @@ def test_fleetperf_batch_on_cpu(tmp_path: Path) -> None:
     assert zero_note == (metrics["acc"] == 0)
 
 
+@pytest.mark.slow
 def test_mmlu_gold_token_is_flagperfs(tokenizer, mmlu) -> None:
     # FlagPerf's evaluator compares the argmax with tokenizer([label]).input_ids[0][1]: the
     # token of the bare letter after BOS, the same token as the letter after "Answer:".
@@ -332,6 +343,7 @@ def test_defaults_are_flagperfs_at_the_seed() -> None:
     assert "max_samples" not in spec.defaults  # FlagPerf trains whole epochs, no sample budget
 
 
+@pytest.mark.slow  # real training: two epochs of LoRA
 def test_run_trains_flagperfs_epochs_and_reports_its_loss_and_mfu(
     tmp_path: Path, data_dir: Path
 ) -> None:
@@ -381,6 +393,7 @@ def test_catalog_refuses_choices_without_the_default(tmp_path: Path) -> None:
         catalog.load_case(LORA, tmp_path)
 
 
+@pytest.mark.slow
 def test_bad_mmlu_subjects_refused_before_training(tmp_path: Path, data_dir: Path) -> None:
     config = resolved_config(
         LORA, "cpu/CPUx1x1", tmp_path / "run", mmlu_subjects="abstract_algebra,virology"
@@ -390,6 +403,7 @@ def test_bad_mmlu_subjects_refused_before_training(tmp_path: Path, data_dir: Pat
     assert [e["kind"] for e in events(config.parent)] == ["start", "error"]  # no step
 
 
+@pytest.mark.slow
 def test_mmlu_scoring_choices_checked_by_catalog_and_workload(
     tmp_path: Path, data_dir: Path, mmlu
 ) -> None:
@@ -408,6 +422,7 @@ def test_mmlu_scoring_choices_checked_by_catalog_and_workload(
     assert [e["kind"] for e in events(config.parent)] == ["error"]  # refused before start
 
 
+@pytest.mark.slow
 def test_half_precision_casts_the_model_as_flagperf(data_dir: Path) -> None:
     # FlagPerf's use_fp16: model.half() after peft, every weight (adapters too) half; the
     # device's cast does it, here for bf16, the half type a CPU runs
@@ -421,6 +436,7 @@ def test_half_precision_casts_the_model_as_flagperf(data_dir: Path) -> None:
     assert {p.dtype for p in fp32.parameters()} == {torch.float32}
 
 
+@pytest.mark.slow
 def test_fp16_adapters_train_by_flagperfs_fused_adamw(data_dir: Path) -> None:
     # FlagPerf's fp16 step: GradScaler over a fused AdamW on the float16 adapters (its
     # optimizers/__init__.py: fused=True if use_fp16); an unfused one is refused by the scaler

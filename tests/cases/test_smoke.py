@@ -133,9 +133,7 @@ def test_a_smoke_run_is_left_out_of_history() -> None:
 
 
 def test_a_version_8_store_gains_the_smoke_flag(tmp_path: Path) -> None:
-    path = tmp_path / "fleetperf.sqlite"
-    first, second = seed001_records()[:2]
-    store_at_version(path, first, "smoke", 8)
+    path, first, second = store_at_version(tmp_path, "smoke", 8)
     with ResultStore(path) as store:
         assert store.get(first.run_id) == first and first.smoke is False
         store.add(second.model_copy(update={"smoke": True}))
@@ -177,6 +175,7 @@ def _last(fp: Fleetperf) -> dict[str, object]:
     return fp.records()[-1]
 
 
+@pytest.mark.slow  # real training of glm-pytorch through fleetperf --batch
 def test_a_smoke_run_passes_without_its_target_and_is_marked(glm: Fleetperf) -> None:
     out = glm.batch("glm-pytorch", CONFIG, args=("--smoke",))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -186,6 +185,7 @@ def test_a_smoke_run_passes_without_its_target_and_is_marked(glm: Fleetperf) -> 
     assert "(smoke: --smoke, a short run of the pipeline; not judged)" in out.stdout
 
 
+@pytest.mark.slow  # real training of glm-pytorch through fleetperf --batch
 def test_a_capped_run_without_smoke_still_fails(glm: Fleetperf) -> None:
     out = glm.batch("glm-pytorch", CONFIG, "max_samples=400")
     assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]

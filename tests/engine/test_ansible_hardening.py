@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import testhosts
-import yaml
-from conftest import REPO, Fleetperf, local_host, write_inventory
+from conftest import Fleetperf, local_host, write_inventory
+from process_guard import live_argvs
 
 from tui.engine import hostcheck
 from tui.engine.inventory import load_inventory
@@ -27,15 +27,8 @@ needs_hosts = pytest.mark.skipif(
 
 def _processes_naming(text: str) -> list[str]:
     """Command lines of live processes that contain ``text``."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            argv = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if proc.name.isdigit() and text in argv:
-            found.append(argv)
-    return found
+    lines = [b" ".join(argv).decode(errors="replace") for argv in live_argvs().values()]
+    return [line for line in lines if text in line]
 
 
 def _wait_for(what: str, check: object, timeout: float) -> None:
@@ -76,6 +69,7 @@ def _ansible_env_seen(inventory: Path, host: str) -> dict[str, str]:
     return res[host]["ansible_facts"]["ansible_env"]
 
 
+@pytest.mark.slow  # a real preflight play from the Hosts screen
 def test_the_hosts_screen_runs_ansible_with_the_allow_listed_env(
     emitter: Fleetperf, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -99,7 +93,7 @@ def test_the_hosts_screen_runs_ansible_with_the_allow_listed_env(
 def test_a_killed_controller_leaves_no_ansible(emitter: Fleetperf, tmp_path: Path) -> None:
     with testhosts.TestNetwork(tmp_path / "net") as net:
         node = net.add_host("node1")
-        inventory = _fleet_inventory(net, emitter, tmp_path / "fleet.yml")
+        inventory = testhosts.cpu_inventory(net, [node], emitter.data_root, tmp_path / "fleet.yml")
         proc = emitter.popen(
             *("--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "-i", str(inventory)),
             *("--set", "steps=100000", "--set", "interval_s=0.2"),
@@ -144,22 +138,6 @@ def test_cleanup_ends_ansible_left_by_its_run_only(tmp_path: Path) -> None:
             p.wait()
 
 
-def _fleet_inventory(net: testhosts.TestNetwork, emitter: Fleetperf, path: Path) -> Path:
-    hosts = list(net.hosts.values())
-    host_vars = {
-        h.name: {
-            "fleetperf_repo_dir": str(REPO),
-            "fleetperf_python": sys.executable,
-            "fleetperf_data_root": str(emitter.data_root),
-            "fleetperf_run_root": str(h.root / "runs"),
-            "fleetperf_addr": h.address,
-        }
-        for h in hosts
-    }
-    path.write_text(yaml.safe_dump(net.inventory({"cpu": hosts}, host_vars)))
-    return path
-
-
 @needs_hosts
 @pytest.mark.slow  # an ssh host
 def test_a_host_whose_key_changed_is_refused_at_preflight(
@@ -174,7 +152,7 @@ def test_a_host_whose_key_changed_is_refused_at_preflight(
         )
         kind, key = Path(f"{other}.pub").read_text().split()[:2]
         net.known_hosts.write_text(f"{node.address} {kind} {key}\n")
-        inventory = _fleet_inventory(net, emitter, tmp_path / "fleet.yml")
+        inventory = testhosts.cpu_inventory(net, [node], emitter.data_root, tmp_path / "fleet.yml")
         out = emitter.batch("emitter", "cpu/CPUx1x1", args=("-i", str(inventory)))
         assert out.returncode == 2, out.stdout + out.stderr
         (message,) = [ln for ln in out.stderr.splitlines() if "error" in ln]
@@ -195,7 +173,7 @@ def test_a_host_whose_key_changed_is_refused_at_preflight(
 def test_a_silent_host_fails_the_run_within_a_bound(emitter: Fleetperf, tmp_path: Path) -> None:
     with testhosts.TestNetwork(tmp_path / "net") as net:
         node = net.add_host("node1")
-        inventory = _fleet_inventory(net, emitter, tmp_path / "fleet.yml")
+        inventory = testhosts.cpu_inventory(net, [node], emitter.data_root, tmp_path / "fleet.yml")
         proc = emitter.popen(
             *("--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "-i", str(inventory)),
             *("--set", "steps=100000", "--set", "interval_s=0.2"),

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Fleetperf, local_host, write_inventory
+from process_guard import live_argvs
 
 from tui.batch import ProgressPrinter
 from tui.core.events import HostState, RunFinished, RunStarted
@@ -33,7 +34,7 @@ def pid_gone(pid_file: Path) -> bool:
     return Path(f"/proc/{pid}/status").read_text().find("zombie") >= 0
 
 
-@pytest.mark.parametrize("reached", ["followed", "polled"])
+@pytest.mark.parametrize("reached", ["followed", pytest.param("polled", marks=pytest.mark.slow)])
 def test_passing_run_streams_steps_and_stores_the_record(emitter: Fleetperf, reached: str) -> None:
     args: tuple[str, ...] = ()
     host = "localhost"
@@ -80,17 +81,14 @@ def test_passing_run_streams_steps_and_stores_the_record(emitter: Fleetperf, rea
 
 def _followers_under(root: Path) -> list[int]:
     """The `tail -F` followers (tui/core/stream.py) of files under root."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0") if proc.name.isdigit() else []
-        except OSError:
-            continue
-        if argv[:1] == [b"tail"] and any(a.startswith(str(root).encode()) for a in argv):
-            found.append(int(proc.name))
-    return found
+    return [
+        pid
+        for pid, argv in live_argvs().items()
+        if argv[:1] == [b"tail"] and any(a.startswith(str(root).encode()) for a in argv)
+    ]
 
 
+@pytest.mark.slow
 def test_lines_a_dead_follower_missed_come_from_the_host_file(emitter: Fleetperf) -> None:
     proc = emitter.popen(
         "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "--set", "steps=12"
@@ -110,6 +108,7 @@ def test_lines_a_dead_follower_missed_come_from_the_host_file(emitter: Fleetperf
     assert sorted(r["step"] for r in steps if r["type"] == "MetricSample") == list(range(1, 13))
 
 
+@pytest.mark.slow
 def test_the_record_says_whether_the_data_was_synthetic(emitter: Fleetperf) -> None:
     out = emitter.batch("emitter", "cpu/CPUx1x1", "steps=2")  # the fixture's hand-staged data
     assert out.returncode == 0, out.stdout + out.stderr
@@ -185,6 +184,7 @@ def test_a_runs_lines_wait_for_its_launch() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_missed_target_is_a_failure_with_the_reason(emitter: Fleetperf) -> None:
     out = emitter.batch("emitter", "cpu/CPUx1x1", "converge=false")
     assert out.returncode == 1, out.stdout + out.stderr
@@ -222,6 +222,7 @@ def test_missing_data_exits_2_and_launches_nothing(emitter: Fleetperf) -> None:
     assert not (emitter.results / "fleetperf.sqlite").exists() or emitter.records() == []
 
 
+@pytest.mark.slow
 def test_the_refusals_command_stages_the_data_and_the_run_then_passes(emitter: Fleetperf) -> None:
     """Issue 29 point 3: a data root other than the default is named in the command, which
     is run as printed; the refused run then passes."""
@@ -240,6 +241,7 @@ def test_the_refusals_command_stages_the_data_and_the_run_then_passes(emitter: F
     assert f"(run {rec['run_id']})" in again.stdout.splitlines()[0]  # started, once launched
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["json", "csv"])
 def test_machine_formats_leave_stdout_to_the_table(emitter: Fleetperf, fmt: str) -> None:
     """Issue 29 point 1: ``--format json > out`` is parsed by a program; the progress
@@ -297,6 +299,7 @@ def test_bad_config_file_exits_2_naming_file_and_field(emitter: Fleetperf) -> No
     )
 
 
+@pytest.mark.slow
 def test_unreachable_host_exits_2_naming_it(emitter: Fleetperf, tmp_path: Path) -> None:
     inv = write_inventory(
         tmp_path / "inv.yml",
@@ -412,6 +415,7 @@ def _interrupted_then_cleaned(emitter: Fleetperf, host_dir: Path) -> None:
     assert rec["status"] == "interrupted"
 
 
+@pytest.mark.slow
 def test_refused_run_leaves_no_run_directory(emitter: Fleetperf) -> None:
     (emitter.data_root / "emitter" / "marker").unlink()
     out = emitter.batch("emitter", "cpu/CPUx1x1")

@@ -26,6 +26,7 @@ def _digest(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()
 
 
+@pytest.mark.slow  # a real run through the engine
 def test_a_config_env_reaches_the_workload_and_the_record(
     emitter: Fleetperf, tmp_path: Path
 ) -> None:

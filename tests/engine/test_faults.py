@@ -12,15 +12,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import testhosts
-import yaml
-from conftest import REPO, Fleetperf
+from conftest import Fleetperf
+from process_guard import live_argvs
 from test_batch import local_host, write_inventory
 
 pytestmark = pytest.mark.slow  # real runs over SSH test hosts, minutes each
@@ -33,18 +32,9 @@ def run_processes(run_roots: list[Path]) -> list[int]:
     roots: the supervisors, torchrun and the ranks (which torchrun puts in sessions of
     their own, out of the supervisor's process group)."""
     needles = [str(root).encode() for root in run_roots]
-    out = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes()
-            state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state != "Z" and any(n in cmdline for n in needles):
-            out.append(int(proc.name))
-    return out
+    return [
+        pid for pid, argv in live_argvs().items() if any(n in arg for n in needles for arg in argv)
+    ]
 
 
 def kill_all(run_roots: list[Path]) -> None:
@@ -89,18 +79,7 @@ def two_nodes(
     try:
         net.start()
         nodes = [net.add_host("node1"), net.add_host("node2")]
-        host_vars = {
-            h.name: {
-                "fleetperf_repo_dir": str(REPO),
-                "fleetperf_python": sys.executable,
-                "fleetperf_data_root": str(emitter.data_root),
-                "fleetperf_run_root": str(h.root / "runs"),
-                "fleetperf_addr": h.address,
-            }
-            for h in nodes
-        }
-        inventory = tmp_path / "fleet.yml"
-        inventory.write_text(yaml.safe_dump(net.inventory({"cpu": nodes}, host_vars)))
+        inventory = testhosts.cpu_inventory(net, nodes, emitter.data_root, tmp_path / "fleet.yml")
         yield inventory, nodes
     finally:
         kill_all([tmp_path / "net" / "hosts" / n / "runs" for n in ("node1", "node2")])

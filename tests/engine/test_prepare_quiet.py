@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import REPO, Fleetperf
 
 
+@pytest.mark.slow  # builds llama2_7b_finetune's synthetic model and tokenizer
 def test_prepare_prints_one_line_on_stdout(tmp_path: Path) -> None:
     fp = Fleetperf(cases_dir=REPO / "cases", data_root=tmp_path / "data", results=tmp_path / "r")
     case = "llama2_7b_finetune-pytorch"

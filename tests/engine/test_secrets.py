@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import Fleetperf, local_host
+import pytest
+from conftest import REPO, Fleetperf, local_host
 
 
 def _vault(value: str, password_file: Path, name: str) -> str:
@@ -36,6 +37,7 @@ def _files(*roots: Path) -> list[Path]:
     return [p for root in roots if root.exists() for p in root.rglob("*") if p.is_file()]
 
 
+@pytest.mark.slow  # a real run through the engine, every artifact searched
 def test_no_secret_reaches_artifacts_results_or_output(emitter: Fleetperf, tmp_path: Path) -> None:
     planted = {
         name: f"{name}-{secrets.token_hex(8)}"
@@ -76,7 +78,7 @@ def test_no_secret_reaches_artifacts_results_or_output(emitter: Fleetperf, tmp_p
             *("--set", "env_digest=HF_TOKEN"),
         ),
         env=env,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,

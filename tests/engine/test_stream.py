@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from process_guard import live_argvs
 
 from tui.core.stream import Follower, Reach, reach
 
@@ -86,15 +87,7 @@ time.sleep(600)
 
 
 def _followers_of(path: Path) -> list[int]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0") if proc.name.isdigit() else []
-        except OSError:
-            continue
-        if str(path).encode() in argv:
-            found.append(int(proc.name))
-    return found
+    return [pid for pid, argv in live_argvs().items() if str(path).encode() in argv]
 
 
 @pytest.mark.parametrize("quiet", ["", "quiet"])

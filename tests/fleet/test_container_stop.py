@@ -11,8 +11,6 @@ cleanup of a controller that died (``fleetperf cleanup``: playbooks/stop.yml) do
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -25,7 +23,6 @@ from test_modules import module
 
 from tui.executors.registry import executor_for
 
-REPO = Path(__file__).resolve().parents[2]
 BASE = "fleetperf-local/base:bookworm"
 IMAGE = "fleetperf-test/python:1"  # the base with "python", which the launch runs
 
@@ -41,14 +38,7 @@ def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dockerd]:
     engine = Dockerd(tmp_path_factory.mktemp("engine"))  # short: containerd's socket path
     engine.start()
     try:
-        made = subprocess.run(
-            [sys.executable, str(REPO / "scripts" / "make-base-image"), "--tag", BASE],
-            env={**os.environ, "DOCKER_HOST": engine.host},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        assert made.returncode == 0, made.stderr
+        engine.import_base(BASE)
         engine.docker(
             "run", "--name", "with-python", BASE, "ln", "-s", "python3", "/usr/bin/python"
         )

@@ -8,13 +8,11 @@ master address taken from the first host of the play.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import testhosts
-import yaml
-from conftest import REPO, Fleetperf
+from conftest import Fleetperf
 
 pytestmark = [
     pytest.mark.skipif(testhosts.available() is not None, reason=str(testhosts.available())),
@@ -25,18 +23,7 @@ pytestmark = [
 def test_two_ssh_nodes_run_one_case(emitter: Fleetperf, tmp_path: Path) -> None:
     with testhosts.TestNetwork(tmp_path / "net") as net:
         nodes = [net.add_host("node1"), net.add_host("node2")]
-        host_vars = {
-            h.name: {
-                "fleetperf_repo_dir": str(REPO),
-                "fleetperf_python": sys.executable,
-                "fleetperf_data_root": str(emitter.data_root),
-                "fleetperf_run_root": str(h.root / "runs"),
-                "fleetperf_addr": h.address,
-            }
-            for h in nodes
-        }
-        inventory = tmp_path / "fleet.yml"
-        inventory.write_text(yaml.safe_dump(net.inventory({"cpu": nodes}, host_vars)))
+        inventory = testhosts.cpu_inventory(net, nodes, emitter.data_root, tmp_path / "fleet.yml")
         out = emitter.batch("emitter", "cpu/CPUx2x1", args=("-i", str(inventory)))
     assert out.returncode == 0, out.stdout + out.stderr
     (rec,) = emitter.records()

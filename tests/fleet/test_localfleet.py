@@ -17,52 +17,12 @@ import pytest
 import testhosts
 import yaml
 from conftest import REPO, Fleetperf
+from testhosts import fleet, leftovers
 
 pytestmark = pytest.mark.skipif(
     testhosts.available() is not None, reason=str(testhosts.available())
 )
 BIN = Path(sys.executable).parent
-
-
-def fleet(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tui.cli", "fleet", *args],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-
-def _running(pid: int, mark: str) -> bool:
-    """Whether ``pid`` is a live process (not a zombie init has yet to reap) with ``mark``
-    in its command line (not another process that got the number since)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except FileNotFoundError:
-        return False
-    return state != "Z" and mark in cmdline
-
-
-def leftovers(workdir: Path, state: dict) -> list[str]:
-    """What of the fleet described by ``state`` (its fleet.json) is still on this machine."""
-    found = []
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    for name, (ns, _address, pid) in state["hosts"].items():
-        if ns in netns:
-            found.append(f"namespace {ns}")
-        if _running(pid, str(workdir)):
-            found.append(f"{name}'s sshd (pid {pid})")
-    if f" {state['tag']}" in links:
-        found.append(f"interfaces {state['tag']}*")
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        if str(workdir) in line:
-            found.append(f"mount {line}")
-    found += [str(p) for p in workdir.iterdir()]
-    return found
 
 
 @pytest.mark.slow  # runs a case through the engine end to end

@@ -31,12 +31,12 @@ from pathlib import Path
 import pytest
 import testhosts
 import yaml
+from conftest import REPO
 from dockerd import Dockerd, missing
 
 from tui.catalog import images
 from tui.localfleet import fleet as localfleet
 
-REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent  # ansible-playbook of this environment
 SERVICE_USER = "fleetperf"
 

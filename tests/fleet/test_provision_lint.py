@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO
 
 from tui.catalog import images
 
-REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 EXAMPLES = sorted((REPO / "inventory" / "examples").glob("*.yml"))
 VENDORS = ("nvidia", "iluvatar", "kunlunxin", "cpu")
@@ -35,6 +35,7 @@ def run(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, cwd=REPO, env=env(), capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # the whole repository through ansible-lint: over a minute
 def test_ansible_lint_production_profile():
     """The whole repository, as `ansible-lint` at its root sees it (.ansible-lint): the run,
     stop and Slurm plays as well as provisioning (issue 28 point 6)."""
@@ -46,7 +47,14 @@ def test_ansible_lint_production_profile():
 
 
 @pytest.mark.parametrize("playbook", ["provision.yml", "playbooks/provision.yml"])
-@pytest.mark.parametrize("inventory", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+@pytest.mark.parametrize(
+    "inventory",
+    # fleet.yml has every vendor group: the fast run checks the plays against it alone
+    [
+        pytest.param(p, id=p.stem, marks=[] if p.stem == "fleet" else [pytest.mark.slow])
+        for p in EXAMPLES
+    ],
+)
 def test_syntax_check(playbook, inventory):
     done = run(str(BIN / "ansible-playbook"), "-i", str(inventory), playbook, "--syntax-check")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -66,6 +74,7 @@ def inventory_vars(inventory: Path) -> dict[str, dict]:
     return json.loads(done.stdout)["_meta"]["hostvars"]
 
 
+@pytest.mark.slow  # ansible-inventory on every example (test_vendor_settings: fleet.yml)
 def test_example_inventories_resolve_vendor_settings():
     seen = set()
     for inventory in EXAMPLES:

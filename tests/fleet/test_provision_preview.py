@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 import testhosts
 import yaml
+from conftest import REPO
 
 from tui.catalog import images
 from tui.engine.provision import what_changed
 from tui.localfleet import fleet as localfleet
 
-REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 

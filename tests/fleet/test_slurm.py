@@ -20,7 +20,7 @@ import pytest
 import testhosts
 import yaml
 from conftest import REPO, Fleetperf
-from test_localfleet import fleet, leftovers
+from testhosts import fleet, leftovers
 
 from tui.localfleet import fleet as localfleet
 
@@ -30,6 +30,7 @@ pytestmark = [
         localfleet.slurm_available() is not None, reason=str(localfleet.slurm_available())
     ),
     pytest.mark.xdist_group("slurm"),  # one cluster, its tests one after another
+    pytest.mark.slow,  # a real Slurm cluster: its start alone takes seconds
 ]
 DAEMONS = {"sshd", "munged", "slurmd", "slurmctld"}
 

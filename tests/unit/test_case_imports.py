@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Fleetperf
+from conftest import REPO, Fleetperf
 from test_modules import preflight
 
 from tui.catalog import caseimports, catalog, images
 from tui.core.errors import CatalogError
 from tui.engine.session import Session
 
-REPO = Path(__file__).resolve().parents[2]
 VENDORS = sorted(p.parent.name for p in (REPO / "images").glob("*/Dockerfile"))
 CASES = [catalog.load_case(name) for name in catalog.case_names()]
 # (case, vendor): the case has configs for the vendor, so its hosts may run it.
@@ -180,6 +179,7 @@ def test_the_controller_passes_the_derived_imports_to_the_plays(tmp_path):
     }
 
 
+@pytest.mark.slow  # a real preflight play
 def test_a_process_host_whose_python_lacks_an_import_is_refused_by_the_play(tmp_path):
     """Through the real run.yml: nothing is launched, exit 2, the host and modules named."""
     bare = tmp_path / "bare"

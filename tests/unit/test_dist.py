@@ -9,11 +9,10 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
+import pytest
+from conftest import REPO
 from harness.perf import PerfTotals, merge_totals
-
-REPO = Path(__file__).resolve().parents[2]
 
 RANK = r"""
 import json
@@ -49,6 +48,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # two ranks over torch.distributed
 def test_two_ranks_reduce_counts_by_sum_and_times_by_max() -> None:
     port = _free_port()
     procs = []

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "cases"))
 
 import harness  # noqa: E402
@@ -243,6 +243,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow  # a real harness run
 def test_a_run_counts_the_energy_of_its_counted_samples(tmp_path: Path) -> None:
     """10 steps of 4 samples, 2 of them warm-up, an evaluation every 20 samples: 8 J for
     32 samples (160 tokens), whatever the warm-up and the evaluations burnt, across a wrap."""

@@ -19,16 +19,15 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "cases"))
 
 import harness  # noqa: E402
@@ -132,6 +131,7 @@ def test_decoder_inference_prefill():
     within(harness.inference_flops_per_token(n, 4, 4, 16, T) * B * T, count, TOLERANCE["inference"])
 
 
+@pytest.mark.slow  # real model sizes, built on the meta device
 def test_real_sizes_on_the_meta_device():
     """DistilBERT-base at T=512 and Llama-2-7B at T=1024: within 0.5 % (shapes only)."""
     with torch.device("meta"):

@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
+from fake_clock import FakeClock
 
-REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "cases"))
 
 import harness  # noqa: E402
@@ -343,17 +344,6 @@ def cpu_device():
         yield harness.open_device("cpu", "fp32")
     finally:
         torch.set_flush_denormal(False)  # open_device set it for the process
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def test_sys_sampler_fields_and_spacing(cpu_device):

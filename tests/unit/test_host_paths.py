@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO
 
 from tui.catalog import catalog
 from tui.core.paths import UnsafeName, host_path
@@ -25,7 +26,6 @@ from tui.executors.base import Launch, new_run_id
 from tui.executors.hostfiles import HOST_ARCHIVE
 from tui.executors.slurm import Slurm
 
-REPO = Path(__file__).resolve().parents[2]
 EVIL = ["../../x", "a/b"]
 NODES = [*EVIL, "node1"]
 

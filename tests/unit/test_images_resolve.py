@@ -21,11 +21,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from harness.vendors import VENDORS
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-REPO = Path(__file__).resolve().parents[2]
 BASE = re.compile(r"^# base: torch==(?P<torch>\S+)(?: python==(?P<python>\S+))?$", re.M)
 TORCH_ARG = re.compile(r"^ARG TORCH_VERSION=(?P<torch>\S+)$", re.M)
 

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from seed_records import distilbert
 
 from tui import cli
@@ -23,7 +24,6 @@ from tui.core import liveness
 from tui.core.paths import store_path
 from tui.results.store import ResultStore, controller_id, mark_interrupted
 
-REPO = Path(__file__).resolve().parents[2]
 TESTS = REPO / "tests"
 
 # A controller: writes its run 'running' the way the engine does (its lease from

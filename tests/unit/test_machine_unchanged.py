@@ -61,7 +61,13 @@ def guarded_pytest(tmp_path: Path, source: str, *args: str) -> subprocess.Comple
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+@pytest.mark.parametrize(
+    "workers",
+    [
+        pytest.param([], id="one-process"),
+        pytest.param(["-n", "2"], id="xdist", marks=pytest.mark.slow),
+    ],
+)
 def test_guard_fails_a_session_that_changes_the_machine(tmp_path, workers):
     done = guarded_pytest(tmp_path, TOUCHES, *workers)
     out = done.stdout + done.stderr
@@ -80,6 +86,7 @@ def test_guard_fails_a_session_that_changes_the_machine(tmp_path, workers):
     assert out.count("the tests changed this machine") == 1  # the controller only, not workers
 
 
+@pytest.mark.slow  # an inner pytest session
 def test_guard_passes_a_session_that_leaves_the_machine_alone(tmp_path):
     done = guarded_pytest(tmp_path, QUIET)
     out = done.stdout + done.stderr
@@ -87,6 +94,7 @@ def test_guard_passes_a_session_that_leaves_the_machine_alone(tmp_path):
     assert "changed this machine" not in out
 
 
+@pytest.mark.slow  # an inner pytest session
 def test_guard_ignores_files_that_change_by_themselves(tmp_path):
     source = QUIET + (
         "\n\ndef test_dns(tmp_path):\n"

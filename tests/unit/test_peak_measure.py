@@ -11,12 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "cases"))
 
 import harness  # noqa: E402
 from harness import peak_cache, peakmeter  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group(__name__)  # one worker: module fixtures built once
 
 
 @pytest.fixture(scope="module")

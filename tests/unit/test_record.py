@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from seed_records import (
     DISTILBERT_COLUMNS,
     DISTILBERT_SHORT,
+    PEAK,
     distilbert,
     llama_finetune,
     seed001_records,
@@ -100,16 +101,6 @@ def test_json_has_exactly_design_keys() -> None:
         {**data[2], "columns": DISTILBERT_COLUMNS, "short_names": DISTILBERT_SHORT}
     )
     assert back == records[2]
-
-
-PEAK = {
-    "chip": "A100",
-    "math": "tf32",
-    "datasheet_flops": 156e12,
-    "measured_flops": 120e12,
-    "measured_mem_bw_bytes_per_s": 1.5e12,
-    "model_flops_per_s_per_device": 41.8e12,
-}
 
 
 def test_the_record_keeps_what_mfu_divides() -> None:

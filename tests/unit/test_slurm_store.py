@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from seed_records import seed001_records, store_at_version
+from seed_records import store_at_version
 
 from tui.results.store import SCHEMA_VERSION, ResultStore
 
@@ -13,9 +13,7 @@ JOB = {"job_id": "42", "partition": "debug", "nodes": ["node1", "node2"], "state
 
 
 def test_a_version_4_store_gains_the_slurm_job(tmp_path: Path) -> None:
-    path = tmp_path / "fleetperf.sqlite"
-    first, second = seed001_records()[:2]
-    store_at_version(path, first, "slurm", 4)
+    path, first, second = store_at_version(tmp_path, "slurm", 4)
     with ResultStore(path) as store:
         assert store.get(first.run_id) == first and first.slurm is None
         store.add(second.model_copy(update={"executor": "slurm", "slurm": JOB}))

@@ -11,14 +11,13 @@ import time
 from pathlib import Path
 
 import pytest
-from seed_records import llama_finetune, seed001_records, store_at_version
+from conftest import REPO
+from seed_records import PEAK, llama_finetune, seed001_records, store_at_version
 
 from tui import cli
 from tui.executors.base import new_run_id
 from tui.results.store import SCHEMA_VERSION, ResultStore, StoreError, controller_id
 from tui.results.tables import short_id
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_roundtrip_and_reopen(tmp_path: Path) -> None:
@@ -188,6 +187,7 @@ ResultStore(sys.argv[1]).close()
 """
 
 
+@pytest.mark.slow  # controllers in processes of their own, racing
 def test_controllers_opening_a_new_store_at_once_all_get_it(tmp_path: Path) -> None:
     # Each opener switches the new file to WAL; SQLite refuses all but one of them at once
     # ("database is locked") without waiting, which the store must wait out itself.
@@ -247,22 +247,10 @@ def test_a_version_1_store_is_migrated_with_its_runs(tmp_path: Path) -> None:
         conn.close()
 
 
-PEAK = {
-    "chip": "A100",
-    "math": "tf32",
-    "datasheet_flops": 156e12,
-    "measured_flops": 120e12,
-    "measured_mem_bw_bytes_per_s": 1.5e12,
-    "model_flops_per_s_per_device": 41.8e12,
-}
-
-
 def test_a_version_6_store_gains_the_peak_and_keeps_it(tmp_path: Path) -> None:
     """Schema 7: a JSON peak column; a store of version 6 is migrated (its runs' peak null),
     and a run's peak reads back equal."""
-    path = tmp_path / "fleetperf.sqlite"
-    first, second = seed001_records()[:2]
-    store_at_version(path, first, "peak", 6)
+    path, first, second = store_at_version(tmp_path, "peak", 6)
     with ResultStore(path) as store:
         assert store.get(first.run_id) == first and first.peak is None
         with_peak = type(second).model_validate({**second.model_dump(), "peak": PEAK})
@@ -281,9 +269,7 @@ def test_a_version_6_store_gains_the_peak_and_keeps_it(tmp_path: Path) -> None:
 def test_a_version_7_store_gains_the_config_env_and_keeps_it(tmp_path: Path) -> None:
     """Schema 8: a JSON config_env column; a store of version 7 is migrated (its runs'
     config_env empty), and a run's config_env reads back as written."""
-    path = tmp_path / "fleetperf.sqlite"
-    first, second = seed001_records()[:2]
-    store_at_version(path, first, "config_env", 7)
+    path, first, second = store_at_version(tmp_path, "config_env", 7)
     env = {"BKCL_FORCE_SYNC": "1", "XPU_FC_AUTOTUNE_FILE": "{data_dir}/t.log", "Q": "{{ x }}"}
     with ResultStore(path) as store:
         assert store.get(first.run_id) == first and first.config_env == {}
@@ -298,9 +284,7 @@ def test_a_version_7_store_gains_the_config_env_and_keeps_it(tmp_path: Path) -> 
 
 
 def test_a_version_3_store_gains_the_synthetic_flag(tmp_path: Path) -> None:
-    path = tmp_path / "fleetperf.sqlite"
-    first, second = seed001_records()[:2]
-    store_at_version(path, first, "synthetic_data", 3)
+    path, first, second = store_at_version(tmp_path, "synthetic_data", 3)
     with ResultStore(path) as store:
         assert store.get(first.run_id) == first and first.synthetic_data is None
         for flag in (True, False):

@@ -5,16 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-from pathlib import Path
 
 from harness.metrics import METRICS
-from seed_records import inference, llama_finetune, seed001_records
+from seed_records import PEAK, inference, llama_finetune, seed001_records
 
 from tui.results import tables
 from tui.results.record import LOADED, METRIC_KEYS
 from tui.results.tables import config_label, format_fix_hp, to_csv, to_json, to_markdown
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_config_labels() -> None:
@@ -255,16 +252,8 @@ def test_a_tf32_run_shows_the_seeds_label_beside_the_math_that_ran() -> None:
 
 def test_peak_text_says_what_each_mfu_divides() -> None:
     r3 = seed001_records()[2]
-    peak = {
-        "chip": "A100",
-        "math": "tf32",
-        "datasheet_flops": 156e12,
-        "measured_flops": 120e12,
-        "measured_mem_bw_bytes_per_s": 1.5e12,
-        "model_flops_per_s_per_device": 41.8e12,
-    }
     metrics = {**r3.metrics, "mfu": 41.8 / 156, "mfu_measured": 41.8 / 120}
-    record = r3.model_validate({**r3.model_dump(), "peak": peak, "metrics": metrics})
+    record = r3.model_validate({**r3.model_dump(), "peak": PEAK, "metrics": metrics})
     assert tables.peak_text(record).splitlines() == [
         "peak (what MFU divides; per device):",
         "  chip                       A100",

@@ -173,6 +173,9 @@ def _runner_event(kind: str, action: str, res: dict[str, Any], host: str = HOST)
     return {"event": kind, "event_data": {"host": host, "resolved_action": action, "res": res}}
 
 
+pytestmark = pytest.mark.xdist_group(__name__)  # one worker: module fixtures built once
+
+
 @pytest.fixture(scope="module")
 def plan(tmp_path_factory: pytest.TempPathFactory) -> RunPlan:
     """The emitter case on one host, planned once (ansible-inventory takes seconds)."""

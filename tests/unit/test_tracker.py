@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
 
 import pytest
+from conftest import REPO
+from fake_clock import FakeClock
 
-REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "cases"))
 
 import harness  # noqa: E402
@@ -22,22 +22,11 @@ from harness.perf import PerfTotals, PerfTracker, merge_totals, throughput_notes
 BATCH, TOKENS, SEQ = 8, 100, 64  # samples, real tokens and padded length of every step
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-def _rank(load: float, wait: float, compute: float) -> tuple[PerfTracker, Clock, list[str]]:
+def _rank(load: float, wait: float, compute: float) -> tuple[PerfTracker, FakeClock, list[str]]:
     """Six steps, the first two warm-up (1.0 s of compute each, then ``compute``); each step
     loads its batch for ``load`` s and waits ``wait`` s at the barrier for the other rank;
     a 1.5 s evaluation after step 1 (during warm-up) and a 2.0 s one after step 4."""
-    clock, calls = Clock(), []
+    clock, calls = FakeClock(), []
 
     def sync() -> None:
         calls.append("sync")
@@ -124,7 +113,7 @@ def test_train_time_is_per_rank_then_the_slowest():
 
 
 def test_without_warmup_the_window_starts_at_train_begin():
-    clock = Clock()
+    clock = FakeClock()
     perf = PerfTracker(0, clock=clock, start_time=0.0)
     clock.advance(5.0)  # before train_begin: not counted
     perf.train_begin()
@@ -138,7 +127,7 @@ def test_without_warmup_the_window_starts_at_train_begin():
 
 
 def test_all_warmup_leaves_the_rates_unknown_and_says_why():
-    clock = Clock()
+    clock = FakeClock()
     perf = PerfTracker(3, clock=clock)
     perf.train_begin()
     for _ in range(2):
@@ -195,7 +184,7 @@ def test_e2e_time_counts_from_the_given_start():
 
 
 def test_defaults_count_every_step_and_no_tokens():
-    clock = Clock()
+    clock = FakeClock()
     perf = PerfTracker(clock=clock, start_time=0.0)
     assert perf.totals() == PerfTotals() and all(v == 0 for v in PerfTotals().as_dict().values())
     assert not perf.in_warmup
@@ -213,7 +202,7 @@ def test_defaults_count_every_step_and_no_tokens():
 
 
 def test_in_warmup_until_the_last_warmup_step_ends():
-    perf = PerfTracker(2, clock=Clock(), start_time=0.0)
+    perf = PerfTracker(2, clock=FakeClock(), start_time=0.0)
     seen = []
     for _ in range(3):
         seen.append(perf.in_warmup)
