@@ -24,7 +24,7 @@ import yaml
 
 from harness.errors import InputError
 from harness.metrics import Metric, registry
-from harness.vendors import PRECISIONS
+from harness.vendors import GEMM_ONLY, PRECISIONS
 
 KINDS = ("training", "inference")
 # ``1e-4`` is a float, as in YAML 1.2 (YAML 1.1, PyYAML's, wants ``1.0e-4``)
@@ -91,10 +91,13 @@ class Shared:
     kind: type
     bounds: Bounds = Bounds()
     choices: tuple[str, ...] | None = None
+    # beyond ``choices``: accepted only by a case that lists them under its own ``choices``
+    opt_in: tuple[str, ...] = ()
 
 
 SHARED: dict[str, Shared] = {
-    "precision": Shared(str, choices=PRECISIONS),
+    # fp64, int8, fp8: the base computation case's GEMM types, meaningless to a model
+    "precision": Shared(str, choices=PRECISIONS, opt_in=GEMM_ONLY),
     "train_batch_size": Shared(int, Bounds(min=1)),
     "eval_batch_size": Shared(int, Bounds(min=1)),
     "learning_rate": Shared(float, Bounds(min=0, above=True)),
@@ -193,7 +196,13 @@ class CaseFile:
             problem = bounds.problem(typed)
             if problem:
                 raise ValueError(f"{problem} (got {value!r})")
-        for allowed in (shared.choices, self.choices.get(key)):
+        own = self.choices.get(key)
+        # the shared values and those beyond them that this case opts into (a GEMM's fp64)
+        common = shared.choices and (
+            *shared.choices,
+            *(v for v in shared.opt_in if v in (own or ())),
+        )
+        for allowed in (common, own):
             if allowed is not None and typed not in allowed:
                 raise ValueError(f"expected one of {', '.join(allowed)} (got {value!r})")
         return typed

@@ -34,7 +34,7 @@ from functools import partial
 from typing import Any
 
 from harness.errors import InputError
-from harness.vendors import TF32_MIN_CAPABILITY, precision_problem
+from harness.vendors import FP8_MIN_CAPABILITY, TF32_MIN_CAPABILITY, precision_problem
 
 
 @dataclass(frozen=True)
@@ -222,6 +222,11 @@ def open_device(vendor: str, precision: str, local_rank: int = 0) -> Device:
             raise InputError(
                 f"precision 'tf32' needs an Ampere or later GPU (compute capability 8.0); "
                 f"device {local_rank} has {capability[0]}.{capability[1]}"
+            )
+        if precision == "fp8" and capability < FP8_MIN_CAPABILITY:
+            raise InputError(
+                f"precision 'fp8' needs an NVIDIA Ada, Hopper or later GPU (compute capability "
+                f"8.9); device {local_rank} has {capability[0]}.{capability[1]}"
             )
         name, driver = _accelerator_name_and_driver(stack, local_rank)
     autocast, scaler = _precision(torch, dev, precision)

@@ -6,6 +6,7 @@ comparable where no datasheet figure exists (CPUs) and shows what is left on the
 one does. Measured once per host, device and math mode, then cached (``harness.peak_cache``)
 unless other work kept the host busy while it was measured.
 
+The matmuls are ``harness.gemm``'s (the base computation case's GEMM and timer).
 Calibration: the matrix side doubles from 256 until one matmul takes at least
 ``MIN_KERNEL_S`` (the fastest of three timings) or the side reaches its cap; then blocks of
 matmuls are timed, each about a fifth of the budget, and the best block counts (the least
@@ -23,6 +24,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from harness import peak_cache
+from harness.gemm import Gemm, timed
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -89,8 +91,7 @@ def measure(device: Device, math: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     kind = "cpu" if device.type == "cpu" else "cuda"
     with _math_mode(torch, device, math):
-        dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(math, torch.float32)
-        flops, side = _matmul_rate(torch, device, dtype, kind)
+        flops, side = _matmul_rate(device, math, kind)
     bandwidth = _copy_rate(torch, device, kind)
     return {
         "math": math,
@@ -122,41 +123,20 @@ def _best_rate(
 ) -> float:
     """Best work/s over BLOCKS timed blocks, each repeating ``run`` for about budget/BLOCKS."""
     reps = max(1, int(budget / BLOCKS / max(one_s, 1e-6)))
-    best = 0.0
-    for _ in range(BLOCKS):
-        sync()
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            run()
-        sync()
-        best = max(best, work * reps / (time.perf_counter() - t0))
-    return best
+    return max(work * reps / timed(run, sync, reps) for _ in range(BLOCKS))
 
 
-def _timed_once(run: Callable[[], None], sync: Callable[[], None]) -> float:
-    sync()
-    t0 = time.perf_counter()
-    run()
-    sync()
-    return time.perf_counter() - t0
-
-
-def _matmul_rate(torch: Any, device: Device, dtype: Any, kind: str) -> tuple[float, int]:
-    dev, side = device.torch_device, 256
+def _matmul_rate(device: Device, precision: str, kind: str) -> tuple[float, int]:
+    side = 256
     while True:
-        a = torch.randn(side, side, device=dev, dtype=dtype)
-        b = torch.randn(side, side, device=dev, dtype=dtype)
-
-        def run(a: Any = a, b: Any = b) -> None:
-            torch.mm(a, b)
-
-        run()  # first call: kernel selection, allocation
+        gemm = Gemm(device, precision, side)
+        gemm.run()  # first call: kernel selection, allocation
         # the fastest of three: one call preempted by other work must not stop the doubling
-        one = min(_timed_once(run, device.synchronize) for _ in range(3))
+        one = min(timed(gemm.run, device.synchronize) for _ in range(3))
         if one >= MIN_KERNEL_S or side >= MAX_SIDE[kind]:
             break
         side *= 2
-    rate = _best_rate(2.0 * side**3, run, device.synchronize, MATMUL_BUDGET_S[kind], one)
+    rate = _best_rate(gemm.ops, gemm.run, device.synchronize, MATMUL_BUDGET_S[kind], one)
     return rate, side
 
 
@@ -169,5 +149,5 @@ def _copy_rate(torch: Any, device: Device, kind: str) -> float:
         dst.copy_(src)
 
     run()
-    one = _timed_once(run, device.synchronize)
+    one = timed(run, device.synchronize)
     return _best_rate(2.0 * n * 4, run, device.synchronize, COPY_BUDGET_S[kind], one)
