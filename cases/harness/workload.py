@@ -37,9 +37,10 @@ def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def require_paths(root: str | os.PathLike[str], relative: Iterable[str]) -> None:
-    """InputError naming the first of ``root`` / ``relative`` paths that does not exist."""
-    base = Path(root)
-    if not base.is_dir():
+    """InputError naming the first of ``root`` / ``relative`` paths that does not exist; a
+    case that requires no data (the base cases) needs no data directory."""
+    base, relative = Path(root), list(relative)
+    if relative and not base.is_dir():
         raise InputError(f"data directory not found: {base}")
     for rel in relative:
         if not (base / rel).exists():
