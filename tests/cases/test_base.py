@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+import testhosts
+import yaml
 from conftest import REPO, Fleetperf
 from llm_cases import events, resolved_config, run_workload
 
@@ -23,6 +25,7 @@ from harness import peakmeter  # noqa: E402
 from harness.gemm import Gemm, timed  # noqa: E402
 
 from tui.catalog import catalog  # noqa: E402
+from tui.localfleet.fleet import fleet_inventory  # noqa: E402
 
 CASES = REPO / "cases"
 BASE = ("base-computation", "base-memory-bandwidth", "base-memory-capacity", "base-interconnect")
@@ -309,3 +312,22 @@ def test_batch_refuses_a_precision_the_cpu_lacks_before_launch(tmp_path: Path) -
     assert proc.returncode == 2
     assert "precision 'int8' is not available on vendor 'cpu'" in proc.stderr
     assert "Traceback" not in proc.stderr and fp.records() == []  # nothing launched
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(testhosts.available() is not None, reason=str(testhosts.available()))
+def test_all_reduce_across_two_fleet_hosts(tmp_path: Path) -> None:
+    """The inter-server row: cpu/CPUx2x1 on two hosts as `fleetperf fleet up 2` makes them,
+    one process each over gloo."""
+    fp = Fleetperf(cases_dir=CASES, data_root=tmp_path / "data", results=tmp_path / "r")
+    with testhosts.TestNetwork(tmp_path / "net") as net:
+        net.add_host("node1")
+        net.add_host("node2")
+        inventory = tmp_path / "inventory.yml"
+        inventory.write_text(yaml.safe_dump(fleet_inventory(net)))  # `fleet up 2`'s own
+        out = fp.batch("base-interconnect", "cpu/CPUx2x1", args=("-i", str(inventory)))
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    (rec,) = fp.records()
+    assert rec["status"] == "passed" and rec["hosts"] == ["node1", "node2"]
+    assert rec["metrics"]["bus_gbps"] > 0
+    assert "| CPU两机单卡（2x1） | test=allreduce,melements=4 |" in out.stdout
