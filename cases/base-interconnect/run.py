@@ -14,6 +14,7 @@ intra- or inter-server:
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import harness
 import torch
@@ -21,7 +22,7 @@ import torch.distributed as dist
 from harness.basebench import report, warm_then_time
 
 
-def transfer(run: harness.Run, tensor: torch.Tensor) -> tuple[object, str]:
+def transfer(run: harness.Run, tensor: torch.Tensor) -> tuple[Callable[[], object] | None, str]:
     """(this rank's one transfer, or None for a rank outside the p2p pair; what it moves)."""
     env, test = run.env, run.hp.test
     if env.world_size < 2:
@@ -45,8 +46,10 @@ def main(run: harness.Run) -> None:
     shape, notes = (hp.melements, 1024, 1024), []
     size = hp.melements * 2**22  # float32 bytes
     if hp.test == "h2d" and device.type == "cpu":
-        notes.append("h2d null: a CPU host has no device to copy to")
-        return report(run, "bus_gbps", None, "GB/s", notes=notes)
+        report(
+            run, "bus_gbps", None, "GB/s", notes=["h2d null: a CPU host has no device to copy to"]
+        )
+        return
     if hp.test == "h2d":
         host = torch.zeros(shape, pin_memory=device.pin_memory)
         on_device = torch.empty(shape, device=device.torch_device)
@@ -57,7 +60,10 @@ def main(run: harness.Run) -> None:
     value = size * hp.iterations / seconds / 1e9 if step else None
     if hp.test == "allreduce" and value is not None:
         value *= 2 * (env.world_size - 1) / env.world_size
-        notes.append(f"busbw = algbw x 2(n-1)/n, n = {env.world_size}; FlagPerf doubles it")
+        notes.append(
+            f"busbw = algbw x 2(n-1)/n, n = {env.world_size} (one direction; FlagPerf doubles "
+            "its intra-server figure)"
+        )
     notes.append(f"{hp.iterations} {what} of {size / 2**20:.0f} MiB after {hp.warmup} warm-up")
     report(run, "bus_gbps", value, "GB/s", notes=notes)
 
