@@ -17,7 +17,7 @@ from tui.core import safefile
 from tui.executors.ansiblerun import PLAY_FILE, run_playbook
 from tui.executors.base import Launch, Outcome, Started
 from tui.executors.extravars import declared
-from tui.executors.stop import stop_run, stop_runs
+from tui.executors.stop import StoppedByPlaybook, stop_runs
 from tui.executors.tracker import Tracker, conclude, prepare
 
 CANCEL_SETTLE_S = 0.3  # a cancel seen this long: the batch's other cancels have come too
@@ -34,7 +34,7 @@ class _InPlay:
     stopped: frozenset[str] = frozenset()  # its hosts stop.yml ran on after the cancel
 
 
-class Play:
+class Play(StoppedByPlaybook):
     """playbooks/run.yml once for the runs that start together (their hosts disjoint): one
     ansible-playbook, its start and its inventory paid once, each host doing its own run's
     work (fleetperf_runs: host -> its run's vars). ansible-runner's events go to the
@@ -155,13 +155,3 @@ class Play:
             rc=0 if ok else 1,
             runner_status=self.status if self._over.is_set() else "failed",
         )
-
-    @staticmethod
-    def stop(launches: list[Launch]) -> None:
-        stop_runs(launches)
-
-    @staticmethod
-    def cleanup(
-        run_id: str, hosts: list[str], inventory: Path, results_dir: Path, data_root: Path
-    ) -> bool:
-        return stop_run(run_id, hosts, inventory, results_dir, data_root)

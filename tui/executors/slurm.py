@@ -5,16 +5,17 @@ say where the job is (docs/slurm.md). Each run has a play of its own."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 from tui.executors.ansiblerun import run_playbook
-from tui.executors.base import Launch, Outcome, Started
-from tui.executors.stop import stop_run, stop_runs
+from tui.executors.base import Outcome, Started
+from tui.executors.stop import StoppedByPlaybook, stop_runs
 from tui.executors.tracker import conclude, prepare
 
 
-class Slurm:
+class Slurm(StoppedByPlaybook):
     """Nothing shared between runs: each run's play runs on its own thread, in ``outcome``."""
+
+    NODES = True
 
     def __init__(self, runs: list[Started]) -> None:
         self._runs = {run[0].run_id: run for run in runs}
@@ -54,13 +55,3 @@ class Slurm:
 
     def discard(self, run_id: str) -> None:
         shutil.rmtree(self._runs[run_id][0].run_dir, ignore_errors=True)
-
-    @staticmethod
-    def stop(launches: list[Launch]) -> None:
-        stop_runs(launches)
-
-    @staticmethod
-    def cleanup(
-        run_id: str, hosts: list[str], inventory: Path, results_dir: Path, data_root: Path
-    ) -> bool:
-        return stop_run(run_id, hosts, inventory, results_dir, data_root, nodes=True)

@@ -61,3 +61,20 @@ def stop_run(
     runner = run_playbook(private, "stop.yml", inventory, extravars, len(hosts))
     unpack_host_files(run_dir / "hosts", nodes=nodes)
     return runner.rc == 0
+
+
+class StoppedByPlaybook:
+    """Stop and cleanup through stop.yml, for an executor whose hosts' stop tasks it imports
+    (process, docker, Slurm). ``NODES``: a run's host files come back per Slurm node."""
+
+    NODES = False
+
+    @staticmethod
+    def stop(launches: list[Launch]) -> None:
+        stop_runs(launches)
+
+    @classmethod
+    def cleanup(
+        cls, run_id: str, hosts: list[str], inventory: Path, results_dir: Path, data_root: Path
+    ) -> bool:
+        return stop_run(run_id, hosts, inventory, results_dir, data_root, nodes=cls.NODES)
