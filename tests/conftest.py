@@ -18,6 +18,19 @@ FIXTURE_CASES = REPO / "tests" / "fixtures" / "cases"
 pytest_plugins = ["machine_guard", "process_guard"]
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` for the fast subset: two workers a core. Its tests spend about half their
+    time waiting (on fleetperf and ansible subprocesses, a workload's interval), so a second
+    worker keeps the core busy; each torch in them gets one thread (the workers inherit this
+    environment), or their threads would spin against each other. The slow tests train
+    models: they get xdist's one worker a core."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") or config.option.markexpr != "not slow":
+        return None  # xdist's rule: that number, or one worker a core
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    return 2 * len(os.sched_getaffinity(0))
+
+
 @dataclass
 class Fleetperf:
     """Runs ``python -m tui.cli`` with its own cases, data and results directories."""
