@@ -14,6 +14,7 @@ import os
 import shlex
 import signal
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -79,6 +80,19 @@ def test_passing_run_streams_steps_and_stores_the_record(emitter: Fleetperf, rea
     assert (host_run / "events.offset").exists() == (reached == "polled")
 
 
+def _streaming(emitter: Fleetperf, setting: str, *needles: str) -> subprocess.Popen[str]:
+    """A --batch run of the emitter with ``--set SETTING``, once it has printed a line that
+    holds every needle (or ended)."""
+    proc = emitter.popen(
+        "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "--set", setting
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if all(n in line for n in needles):
+            break
+    return proc
+
+
 def _followers_under(root: Path) -> list[int]:
     """The `tail -F` followers (tui/core/stream.py) of files under root."""
     return [
@@ -90,13 +104,7 @@ def _followers_under(root: Path) -> list[int]:
 
 @pytest.mark.slow
 def test_lines_a_dead_follower_missed_come_from_the_host_file(emitter: Fleetperf) -> None:
-    proc = emitter.popen(
-        "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "--set", "steps=12"
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if " step      3 " in line:
-            break
+    proc = _streaming(emitter, "steps=12", " step      3 ")
     (follower,) = _followers_under(emitter.results)
     os.kill(follower, signal.SIGKILL)  # as an ssh follower whose connection dropped
     rest, err = proc.communicate(timeout=120)
@@ -346,13 +354,7 @@ def test_two_nodes_start_together_with_node_ranks(emitter: Fleetperf, tmp_path: 
 
 @pytest.mark.slow
 def test_ctrl_c_aborts_stops_the_workload_and_records_it(emitter: Fleetperf) -> None:
-    proc = emitter.popen(
-        "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "--set", "hang_at_step=3"
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:  # wait until the run is really streaming
-        if " step " in line and "samples" in line:
-            break
+    proc = _streaming(emitter, "hang_at_step=3", " step ", "samples")
     proc.send_signal(signal.SIGINT)
     rest, err = proc.communicate(timeout=120)
     assert proc.returncode == 1
@@ -379,13 +381,7 @@ def _descendants(pid: int) -> list[int]:
 
 @pytest.mark.slow
 def test_killed_controller_is_interrupted_then_cleaned_up(emitter: Fleetperf) -> None:
-    proc = emitter.popen(
-        "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "--set", "hang_at_step=3"
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if " step " in line:
-            break
+    proc = _streaming(emitter, "hang_at_step=3", " step ")
     # SIGKILL: the controller and ansible-playbook under it; the workload (its own
     # session, started by the launch module) keeps running on the host.
     for pid in [*reversed(_descendants(proc.pid)), proc.pid]:
