@@ -38,6 +38,7 @@ def test_tree_lists_cases_and_configs_and_marks_them(tmp_path: Path) -> None:
     run(scenario())
 
 
+@pytest.mark.slow
 def test_bad_override_shows_batch_message_and_launches_nothing(tmp_path: Path) -> None:
     case = catalog.load_case("emitter", FIXTURE_CASES)
     config = catalog.load_config(case, "cpu/CPUx1x1")
@@ -66,6 +67,7 @@ def test_bad_override_shows_batch_message_and_launches_nothing(tmp_path: Path) -
     run(scenario())
 
 
+@pytest.mark.slow
 def test_help_lists_binding_ids_and_palette_offers_every_action(tmp_path: Path) -> None:
     async def scenario() -> None:
         app = make_app(tmp_path)

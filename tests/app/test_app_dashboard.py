@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from app_support import make_app, plain, run, wait_for
 from rich.style import Style
 from textual.coordinate import Coordinate
@@ -347,6 +348,7 @@ def test_the_host_table_moves_its_cursor_as_datatable_did() -> None:
     run(scenario())
 
 
+@pytest.mark.slow
 def test_at_80_columns_a_hosts_note_shows_whole_under_the_table(tmp_path: Path) -> None:
     async def scenario() -> None:
         app = make_app(tmp_path)
@@ -388,6 +390,7 @@ def test_at_80_columns_a_hosts_note_shows_whole_under_the_table(tmp_path: Path) 
     run(scenario())
 
 
+@pytest.mark.slow
 def test_a_hosts_message_shows_literally_in_row_note_status_and_log(tmp_path: Path) -> None:
     """Host text is never markup (``[/x]`` would raise, ``[@click=...]`` become an action,
     torchrun's ``[rank0]:`` vanish) and its escape sequences are shown, not sent."""

@@ -93,6 +93,7 @@ def test_provision_check_mode_shows_tasks_per_host_then_asks(tmp_path: Path) -> 
     run(scenario())
 
 
+@pytest.mark.slow
 def test_a_docker_host_is_checked_for_the_tag_the_engine_expects(tmp_path: Path) -> None:
     inventory = tmp_path / "docker.yml"
     inventory.write_text(
@@ -107,6 +108,7 @@ def test_a_docker_host_is_checked_for_the_tag_the_engine_expects(tmp_path: Path)
     assert tag and check.image in (f"{tag} present", f"{tag} missing")
 
 
+@pytest.mark.slow
 def test_read_only_refuses_provisioning_with_a_notice(tmp_path: Path) -> None:
     """Served in a browser (fleetperf serve without --allow-write): provision.yml, which
     runs as root on the hosts, never starts from the page's keystrokes."""
@@ -130,6 +132,7 @@ def test_read_only_refuses_provisioning_with_a_notice(tmp_path: Path) -> None:
     run(scenario())
 
 
+@pytest.mark.slow
 def test_the_hosts_screen_names_the_inventory_it_shows(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

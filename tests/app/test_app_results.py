@@ -6,6 +6,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from app_support import history, make_app, plain, run, seed_store, wait_for
 from textual.widgets import DataTable, Input, Select, Static
 
@@ -55,6 +56,7 @@ def test_compare_names_other_hyperparameters_and_leaves_loaded_hosts_out() -> No
     assert busy.differs == ["host loaded (load 1.5 per CPU) -> quiet"]
 
 
+@pytest.mark.slow
 def test_history_filters_compare_and_export(tmp_path: Path) -> None:
     records = seed_store(tmp_path / "results")
 
@@ -153,6 +155,7 @@ def test_a_run_error_shows_literally_and_its_escapes_do_not_reach_the_terminal(
     run(scenario())
 
 
+@pytest.mark.slow
 def test_read_only_export_writes_under_the_results_directory_only(tmp_path: Path) -> None:
     seed_store(tmp_path / "results")
 

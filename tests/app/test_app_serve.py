@@ -108,6 +108,7 @@ async def _handshake(url: str, origin: str | None = None, host: str | None = Non
             return exc.status
 
 
+@pytest.mark.slow  # fleetperf serve and its app started over a WebSocket
 def test_serve_wants_the_token_and_the_pages_own_origin(tmp_path: Path) -> None:
     port = _free_port()
     server, url = _serve(tmp_path, port)

@@ -19,7 +19,9 @@ from tui.core.events import HostState, RunFinished, RunStarted
 RUN = "20261122-070000-emitter-0001"
 
 
-@pytest.fixture(params=[(100, 30), (80, 24)], ids=["100x30", "80x24"])
+@pytest.fixture(
+    params=[(100, 30), pytest.param((80, 24), marks=pytest.mark.slow)], ids=["100x30", "80x24"]
+)
 def size(request: pytest.FixtureRequest) -> tuple[int, int]:
     """Every screen at a roomy size and at the smallest the app supports (80x24)."""
     return request.param

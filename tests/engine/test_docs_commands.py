@@ -19,14 +19,13 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from conftest import REPO
 
 from tui import cli
 
-REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 COMMAND_LINE = re.compile(r"^\s*(?:\$ )?(?:[A-Z_]+=\S+ )*(fleetperf(?:\s.*)?)$")
 CONTINUED = re.compile(r"^\s+[\[-]")  # "          [--set KEY=VALUE ...] [-i INVENTORY]"

@@ -165,6 +165,7 @@ def test_a_bad_limit_setting_is_refused_before_anything_starts(
     assert not (emitter.results / "runs").exists() or not any((emitter.results / "runs").iterdir())
 
 
+@pytest.mark.slow  # a real run that floods its files
 @pytest.mark.parametrize(
     "connection",
     ["local", "{{ 'local' }}"],  # a template: not followed, its files fetched by the play

@@ -845,6 +845,7 @@ def _take(run_root: str, run_id: str, start: float, out: multiprocessing.Queue) 
     out.put((run_id, code["try_take"](run_root, mine, 60.0) is None))
 
 
+@pytest.mark.slow  # racing controllers, seconds each
 @pytest.mark.parametrize("lease", ["none", "stale"])
 def test_of_racing_preflights_exactly_one_holds_the_host(tmp_path: Path, lease: str) -> None:
     ctx = multiprocessing.get_context("fork")

@@ -13,11 +13,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from seed_records import seed001_records
+from conftest import REPO
+from seed_records import PEAK, seed001_records
 
 from tui.results.store import ResultStore
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def fleetperf(*args: str) -> subprocess.CompletedProcess[str]:
@@ -199,18 +198,10 @@ def test_results_print_a_hosts_escape_sequences_escaped(tmp_path: Path) -> None:
 def test_one_run_shows_what_its_mfu_divides(tmp_path: Path) -> None:
     """`fleetperf results RUN_ID`: the table, then the run's peak (chip, math, datasheet and
     measured peaks, model FLOP/s per device, which MFU divides which)."""
-    peak = {
-        "chip": "A100",
-        "math": "tf32",
-        "datasheet_flops": 156e12,
-        "measured_flops": 120e12,
-        "measured_mem_bw_bytes_per_s": 1.5e12,
-        "model_flops_per_s_per_device": 41.8e12,
-    }
     r3 = seed001_records()[2]
     metrics = {**r3.metrics, "mfu": 41.8 / 156, "mfu_measured": 41.8 / 120}
     record = type(r3).model_validate(
-        {**r3.model_dump(), "precision": "tf32", "peak": peak, "metrics": metrics}
+        {**r3.model_dump(), "precision": "tf32", "peak": PEAK, "metrics": metrics}
     )
     with ResultStore(tmp_path / "fleetperf.sqlite") as store:
         store.add(record)
@@ -226,7 +217,7 @@ def test_one_run_shows_what_its_mfu_divides(tmp_path: Path) -> None:
     every = fleetperf("results", "--results", str(tmp_path))
     assert "peak" not in every.stdout  # a table of runs: no peak block
     js = fleetperf("results", "r3", "--results", str(tmp_path), "--format", "json")
-    assert json.loads(js.stdout)[0]["peak"] == peak
+    assert json.loads(js.stdout)[0]["peak"] == PEAK
 
 
 def test_one_run_shows_the_env_its_config_set(tmp_path: Path) -> None:

@@ -149,6 +149,7 @@ def test_runs_that_start_together_share_one_play_and_end_on_their_own(
     assert steps == list(range(1, 41))
 
 
+@pytest.mark.slow
 def test_cancel_stops_the_run_and_skips_the_queue(emitter: Fleetperf) -> None:
     s = session(emitter, REPO / "inventory" / "local.yml")
     try:
@@ -229,6 +230,7 @@ BAD_LINES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reach", ["followed", "polled"])
 def test_bad_lines_before_a_good_result_leave_a_passed_run_that_notes_them(
     emitter: Fleetperf, tmp_path: Path, reach: str

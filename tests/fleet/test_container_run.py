@@ -264,7 +264,7 @@ def test_a_stale_image_is_refused_naming_host_tag_and_build(engine, fleet, cpu_i
     assert out.returncode == 2, out.stdout[-3000:] + out.stderr[-3000:]
     text = out.stdout + out.stderr
     assert f"host box1: image {tag} stale (the engine has {old})" in text, text[-3000:]
-    assert "python -m tui.catalog.images build cpu" in text
+    assert "fleetperf images build cpu" in text
     assert containers(engine) == []
 
 

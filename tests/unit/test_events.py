@@ -9,6 +9,7 @@ import typing
 from pathlib import Path
 
 import pytest
+from seed_records import PEAK
 
 from tui.core.events import (
     DROPPED,
@@ -165,16 +166,6 @@ def test_result_keeps_the_environment() -> None:
         "r1", "h", line(kind="result", status="passed", converged=True, environment=[1])
     )
     assert isinstance(bad, CaseResult) and bad.environment == {}
-
-
-PEAK = {
-    "chip": "A100",
-    "math": "tf32",
-    "datasheet_flops": 156e12,
-    "measured_flops": 120e12,
-    "measured_mem_bw_bytes_per_s": 1.5e12,
-    "model_flops_per_s_per_device": 41.8e12,
-}
 
 
 def test_result_keeps_what_mfu_divides() -> None:

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "cases"))
 
 import harness  # noqa: E402

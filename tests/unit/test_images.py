@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO
 from dockerd import Dockerd, missing
 from test_modules import module
 
 from tui import cli
 from tui.catalog import images
 
-REPO = Path(__file__).resolve().parents[2]
 VENDORS = ("nvidia", "iluvatar", "kunlunxin", "cpu")
 
 

@@ -235,6 +235,7 @@ def test_judge_reads_history_from_the_store_and_the_store_keeps_the_verdict(tmp_
         assert judge(failed, spec, store).verdict is None
 
 
+@pytest.mark.slow  # real runs through fleetperf --batch
 def test_batch_exits_3_on_a_flagged_metric_and_0_without_judging(emitter: Fleetperf) -> None:
     first = emitter.batch("emitter", "cpu/CPUx1x1", "steps=5", "interval_s=0.05")
     assert first.returncode == 0, first.stdout + first.stderr

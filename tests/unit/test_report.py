@@ -12,13 +12,13 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 from seed_records import distilbert
 
 from tui.results.record import RunRecord
 from tui.results.report import PAD_L
 from tui.results.store import ResultStore
 
-REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
@@ -102,6 +102,7 @@ def test_since_and_case_filter_and_bad_input(tmp_path: Path, capsys) -> None:
     assert "--since 'last week'" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # headless chromium
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed")
 def test_headless_chromium_renders_the_charts(page) -> None:
     path, _, _ = page
@@ -217,6 +218,7 @@ def test_axes_read_from_the_datas_range(tmp_path: Path) -> None:
     assert "bs=8,<wbr>gradient_accumulation_steps=4,<wbr>" in html
 
 
+@pytest.mark.slow  # headless chromium
 @pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed")
 def test_chromium_reads_the_axis_labels(tmp_path: Path) -> None:
     """The labels as the browser parsed the page (its DOM), and a screenshot of it (kept

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO
 from seed_records import PEAK, llama_finetune, seed001_records, store_at_version
 
-from tui import cli
+from tui.engine.session import check_run_id
 from tui.executors.base import new_run_id
 from tui.results.store import SCHEMA_VERSION, ResultStore, StoreError, controller_id
 from tui.results.tables import short_id
@@ -332,7 +332,7 @@ def test_run_ids_carry_64_random_bits_and_a_short_form() -> None:
     tokens = [run_id.rsplit("-", 1)[1] for run_id in ids]
     for run_id, token in zip(ids, tokens, strict=True):
         assert re.fullmatch(r"\d{8}-\d{6}-distilbert-pytorch-[0-9a-f]{16}", run_id)
-        cli._check_run_id(run_id, "--prune")  # what prune and results accept
+        check_run_id(run_id, "--prune")  # what prune and results accept
         assert token.startswith(short_id(run_id)) and len(short_id(run_id)) == 6
     assert len(set(tokens)) == len(tokens)
 
