@@ -3,7 +3,7 @@ process) or split by tensor parallelism (under torchrun), through the case's own
 
     python [-m torch.distributed.run --nproc_per_node 2] tests/aquila_tp_probe.py DATA_DIR OUT.pt
 
-Global rank 0 saves {"logits", "loss", "right"} to OUT.pt. Used by tests/test_aquila.py.
+Global rank 0 saves {"logits", "loss", "right"} to OUT.pt. Used by tests/cases/test_aquila.py.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ length (the length the device computes on, i.e. padded).
   no weight gradients; the adapters take the full 6 per parameter)
 - inference (forward only): 2N + 4·L·H·Q·T
 
-Convention for N (fixed by the checked values in tests/test_harness.py): every parameter
+Convention for N (fixed by the checked values in tests/unit/test_harness.py): every parameter
 except the *input* embedding tables (token, position, token type), which are lookups and
 cost no matmul FLOPs. The output projection (lm_head) is a matmul over every token and is
 counted, tied to the input embedding or not. For Llama-2-7B this gives N = 6.607e9 and
@@ -19,7 +19,7 @@ training 46.1e9 FLOPs/token at T=4096, 40.4e9 at T=512 (excluding lm_head too wo
 Parts that run once per sequence, not once per token (a sequence classifier's head, e.g.
 DistilBERT's pre_classifier and classifier on the first token), are left out of N and
 counted per sequence: 6·N_head per sequence in training (``harness.ModelFlops``'s
-``per_sequence``). tests/test_flops.py checks each formula against torch's FlopCounterMode.
+``per_sequence``). tests/unit/test_flops.py checks each formula against torch's FlopCounterMode.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Each screen at a fixed size with fixed data (pytest-textual-snapshot).
 
-Update after a deliberate change with ``pytest tests/test_app_snapshots.py --snapshot-update``
+Update after a deliberate change with ``pytest tests/app/test_app_snapshots.py --snapshot-update``
 and look at the SVGs under tests/__snapshots__/ before committing them."""
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """fleetperf_launch picks the interface gloo and NCCL bind for a multi-node run: the one
 holding the address the other nodes reach the host on (issue 19 point 9). Run as Ansible
-runs the module (tests/test_modules.py), with a real workload that reports its environment."""
+runs the module (tests/engine/test_modules.py), with a real workload that reports its
+environment."""
 
 from __future__ import annotations
 

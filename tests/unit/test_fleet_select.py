@@ -1,6 +1,6 @@
 """The engine's pure decisions: which hosts a run gets, and what its outcome is.
 
-Inventories are in the shape `ansible-inventory --list` gives (tests/test_session.py loads
+Inventories are in the shape `ansible-inventory --list` gives (tests/engine/test_session.py loads
 real ones through ansible); specs come from the real catalog."""
 
 from __future__ import annotations

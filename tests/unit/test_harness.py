@@ -321,7 +321,7 @@ def test_concurrent_writers_never_interleave_inside_a_line(tmp_path):
 
 
 # ------------------------------------------------------------------------------ timers
-# (the tracker's rates: tests/test_tracker.py)
+# (the tracker's rates: tests/unit/test_tracker.py)
 def test_step_end_without_begin_is_an_error():
     with pytest.raises(RuntimeError):
         PerfTracker().step_end(1)

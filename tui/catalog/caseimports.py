@@ -22,7 +22,7 @@ import threading
 from pathlib import Path
 
 # Import names whose distribution has another name (the rest are their own distribution).
-# tests/test_case_imports.py checks each against the installed packages' metadata.
+# tests/unit/test_case_imports.py checks each against the installed packages' metadata.
 DISTRIBUTIONS = {
     "yaml": "pyyaml",
     "pynvml": "nvidia-ml-py",
