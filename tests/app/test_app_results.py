@@ -168,7 +168,9 @@ def test_read_only_export_writes_under_the_results_directory_only(tmp_path: Path
             await wait_for(pilot, lambda: table.row_count > 0)
             table.focus()
             await pilot.press("e")
-            await wait_for(pilot, lambda: isinstance(app.screen, ExportScreen))
+            # pushed is not yet composed: under load the buttons come a little later
+            await wait_for(pilot, lambda: bool(app.screen.query("#export-md")))
+            assert isinstance(app.screen, ExportScreen)
             path = app.screen.query_one("#export-path", Input)
             assert path.disabled
             path.value = str(tmp_path / "elsewhere" / "x.md")  # what typing could not do
