@@ -24,13 +24,11 @@ from harness.basebench import report, warm_then_time
 
 def transfer(run: harness.Run, tensor: torch.Tensor) -> tuple[Callable[[], object] | None, str]:
     """(this rank's one transfer, or None for a rank outside the p2p pair; what it moves)."""
-    env, test = run.env, run.hp.test
-    if env.world_size < 2:
-        raise harness.InputError(
-            f"{run.config_path}: hp.test: {test} needs 2 processes or more (a config "
-            f"CHIPx1x2 or CHIPx2x1); this run has 1"
-        )
-    if test == "allreduce":
+    env = run.env
+    problem = run.case.process_problem(run.hp, env.world_size)  # case.yaml needs_two_processes
+    if problem:
+        raise harness.InputError(f"{run.config_path}: hp.{problem}")
+    if run.hp.test == "allreduce":
         return (lambda: dist.all_reduce(tensor)), f"all_reduce over {env.world_size} processes"
     first, second = 0, 1 if env.world_size == env.local_world_size else env.local_world_size
     pair = f"ranks {first} -> {second}"

@@ -26,7 +26,28 @@ from harness.errors import InputError
 from harness.metrics import Metric, registry
 from harness.vendors import GEMM_ONLY, PRECISIONS
 
-KINDS = ("training", "inference")
+# base: a benchmark of the device itself (cases/base-*), no model: no target, no model rates
+KINDS = ("training", "inference", "base")
+# The standard metrics of a model's run (harness.metrics): a base case's table names none.
+MODEL_METRICS = (
+    "p_whole",
+    "p_train",
+    "p_core",
+    "tokens_per_s_per_device",
+    "warmup_samples",
+    "mfu",
+    "mfu_measured",
+    "energy_j_per_sample",
+    "energy_j_per_token",
+    "acc",
+    "loss",
+    "p_val_whole",
+    "p_val_core",
+    "p_infer_whole",
+    "p_infer_core",
+    "p_infer_real_whole",
+    "p_infer_real_core",
+)
 # ``1e-4`` is a float, as in YAML 1.2 (YAML 1.1, PyYAML's, wants ``1.0e-4``)
 FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 METRIC_NAME = re.compile(r"[a-z][a-z0-9_]*")  # fullmatch
@@ -177,6 +198,9 @@ class CaseFile:
     bounds: dict[str, Bounds]  # the case's own limits, beside SHARED's
     choices: dict[str, tuple[str, ...]]  # the values a string key may take
     smoke: Smoke | None
+    # hp values that need 2 processes or more (base-interconnect's p2p and allreduce): the
+    # catalog refuses them on a one-process config before launch, the workload at start
+    needs_two_processes: dict[str, tuple[str, ...]]
     dir: Path
 
     @property
@@ -246,6 +270,19 @@ class CaseFile:
                 raise InputError(f"{where}: hp.{key}: {exc}") from None
         return out
 
+    def process_problem(self, hp: dict[str, Any], processes: int) -> str | None:
+        """'test: p2p needs 2 processes or more ...' where an hp value listed under
+        ``needs_two_processes`` meets a run of one process; None where nothing is wrong."""
+        if processes >= 2:
+            return None
+        for key, values in self.needs_two_processes.items():
+            if hp[key] in values:
+                return (
+                    f"{key}: {hp[key]} needs 2 processes or more (a config CHIPx1x2 or "
+                    f"CHIPx2x1); this run has {processes}"
+                )
+        return None
+
     def target_value(self, hp: Hyper) -> float | None:
         """The target: hp ``target_<metric>`` where the case has it, else case.yaml's."""
         if self.target is None:
@@ -299,9 +336,15 @@ def case_file(data: dict[str, Any], case_dir: Path, where: str) -> CaseFile:
             for key, raw in top.take("choices", _mapping, {}).items()
         },
         smoke=top.take("smoke", _optional(lambda v: _smoke(_Fields(v, where, "smoke"))), None),
+        needs_two_processes={
+            key: _choices(top, key, raw, defaults, "needs_two_processes", default_in=False)
+            for key, raw in top.take("needs_two_processes", _mapping, {}).items()
+        },
         dir=case_dir,
     )
     top.done()
+    if case.kind == "base" and case.target is not None:
+        raise top.error("target", "a base case has none (kind: base runs no model)")
     for field in ("overridable", "settings", "fix_hp_shows"):
         unknown = [k for k in getattr(case, field) if k not in defaults]
         if unknown:
@@ -407,14 +450,22 @@ def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else check(value)
 
 
-def _choices(top: _Fields, key: str, allowed: Any, defaults: dict[str, Any]) -> tuple[str, ...]:
-    """A string hyperparameter's allowed values, its default among them."""
-    field = f"choices.{key}"
+def _choices(
+    top: _Fields,
+    key: str,
+    allowed: Any,
+    defaults: dict[str, Any],
+    section: str = "choices",
+    default_in: bool = True,
+) -> tuple[str, ...]:
+    """A string hyperparameter's values under ``section``; with ``default_in`` (its allowed
+    values) its default among them."""
+    field = f"{section}.{key}"
     if not isinstance(allowed, list) or not all(isinstance(a, str) for a in allowed):
         raise top.error(field, "expected a list of strings")
     if key not in defaults:
         raise top.error(field, "no such key in defaults")
-    if defaults[key] not in allowed:
+    if default_in and defaults[key] not in allowed:
         raise top.error(field, f"its default {defaults[key]!r} is not listed")
     return tuple(allowed)
 

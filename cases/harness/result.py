@@ -67,6 +67,7 @@ def build_result(
     training: bool = True,
     registry: Mapping[str, Metric] = METRICS,
     energy: Energy | None = None,
+    model: bool = True,
 ) -> dict[str, Any]:
     """The ``result`` payload (status, converged, message, metrics, notes, world_size,
     environment, peak) from totals reduced over ranks (``reduce_totals``).
@@ -74,17 +75,20 @@ def build_result(
     ``metrics`` holds the case's own figures (acc, loss, p_infer_*, ...) by registry name;
     ``training=False`` leaves the training sample rates out (inference cases report their
     own); tokens_per_s_per_device is then the real tokens of the timed (inference) window per
-    second per device.
+    second per device. ``model=False`` (``kind: base``, a benchmark of the device itself):
+    no model ran, so no sample or token rates, no MFU, no energy per sample, no peak (null)
+    and no notes about them: the clocks, the memory and the case's own metrics.
     ``energy`` (``EnergyMeter.total``, over the same counted window) gives the energy per
     sample and per token, null with a note where it is not known.
-    Measures the device's peak first if ``peak_cache`` has no entry for it (about 1.5 s on a
-    CPU), after the run's clocks are read. ``passed`` (default: ``converged``) lets a run that
-    ran its whole schedule short of the target pass (a seed row FlagPerf published so).
+    A model's run measures the device's peak first if ``peak_cache`` has no entry for it
+    (about 1.5 s on a CPU), after the run's clocks are read. ``passed`` (default:
+    ``converged``) lets a run that ran its whole schedule short of the target pass (a seed
+    row FlagPerf published so).
     """
     e2e_time = time.time() - process_start_time()
     e2e_time_main = main_age_s()
     out: dict[str, float | None] = {"e2e_time": e2e_time, "e2e_time_main": e2e_time_main}
-    rates = throughput_metrics(totals, world_size)
+    rates = throughput_metrics(totals, world_size) if model else {}
     if not training:
         rates = {k: v for k, v in rates.items() if k not in TRAINING_RATES}
     out.update(rates)
@@ -93,18 +97,28 @@ def build_result(
     if unknown:
         raise ValueError(f"metrics not in the registry: {', '.join(unknown)}")
 
-    math = device.math_mode()
-    per_device = _model_flops_per_s_per_device(flops, totals, world_size)
-    datasheet, datasheet_note = datasheet_peak(chip, device.name, math)
-    measured = lookup_or_measure(device, math, peak_cache)
-    out["mfu"] = per_device / datasheet if per_device and datasheet else None
-    out["mfu_measured"] = per_device / measured["matmul_flops"] if per_device else None
+    all_notes = _device_notes(device)
+    peak: dict[str, Any] | None = None
+    if model:
+        math = device.math_mode()
+        per_device = _model_flops_per_s_per_device(flops, totals, world_size)
+        datasheet, datasheet_note = datasheet_peak(chip, device.name, math)
+        measured = lookup_or_measure(device, math, peak_cache)
+        out["mfu"] = per_device / datasheet if per_device and datasheet else None
+        out["mfu_measured"] = per_device / measured["matmul_flops"] if per_device else None
+        all_notes[:0] = _notes(totals, flops, device, math, datasheet_note, measured, training)
+        if energy is not None:
+            out.update(_energy_metrics(energy, totals))
+            all_notes.append(_energy_note(energy))
+        peak = {
+            "chip": chip_from_device_name(device.name),
+            "math": math,
+            "datasheet_flops": datasheet,
+            "measured_flops": measured["matmul_flops"],
+            "measured_mem_bw_bytes_per_s": measured["mem_bw_bytes_per_s"],
+            "model_flops_per_s_per_device": per_device,
+        }
     out["mem_used_gib"], out["mem_total_gib"] = memory
-
-    all_notes = _notes(totals, flops, device, math, datasheet_note, measured, training)
-    if energy is not None:
-        out.update(_energy_metrics(energy, totals))
-        all_notes.append(_energy_note(energy))
     all_notes += list(notes)
     return {
         "status": "passed" if (converged if passed is None else passed) else "failed",
@@ -114,14 +128,7 @@ def build_result(
         "notes": all_notes,
         "world_size": world_size,
         "environment": environment(device),
-        "peak": {
-            "chip": chip_from_device_name(device.name),
-            "math": math,
-            "datasheet_flops": datasheet,
-            "measured_flops": measured["matmul_flops"],
-            "measured_mem_bw_bytes_per_s": measured["mem_bw_bytes_per_s"],
-            "model_flops_per_s_per_device": per_device,
-        },
+        "peak": peak,
     }
 
 
@@ -196,6 +203,10 @@ def _notes(
             f"{measured['load_per_cpu']:.1f} per CPU) and is not cached; a quiet host gives "
             "a higher peak and a lower mfu_measured"
         )
-    if device.type == "cpu":
-        notes.append("mem on CPU: peak memory of the process and its data-loader workers / host")
-    return notes + list(device.notes)
+    return notes
+
+
+def _device_notes(device: Device) -> list[str]:
+    """What any run's memory and device figures mean, model or not."""
+    cpu = ["mem on CPU: peak memory of the process and its data-loader workers / host"]
+    return [*(cpu if device.type == "cpu" else []), *device.notes]

@@ -5,6 +5,7 @@ input refused in one line naming the file and the field."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -60,6 +61,7 @@ def result_of(proc: subprocess.CompletedProcess[str], evs: list[dict]) -> dict:
 def test_every_base_config_loads_and_resolves() -> None:
     for name in BASE:
         case = catalog.load_case(name, CASES)
+        assert case.kind == "base" and case.target is None
         refs = catalog.config_refs(case)
         assert {r.split("/")[0] for r in refs} == {"cpu", "nvidia", "iluvatar", "kunlunxin"}
         for ref in refs:
@@ -304,6 +306,25 @@ def test_fleetperf_batch_runs_a_base_case(tmp_path: Path) -> None:
     assert record["status"] == "passed"
     assert record["metrics"]["gemm_tflops"] > 0
     assert time.monotonic() - started < 120
+    # kind: base: no model ran, so no model figure, no peak, no note about either
+    assert all(record["metrics"][k] is None for k in case_yaml.MODEL_METRICS)
+    assert record["peak"] is None
+    notes = "\n".join(record["notes"])
+    assert not re.search(r"mfu|p_\*|p_whole|tokens|warm-up:|inference|energy", notes), notes
+    assert "| p_" not in proc.stdout and "MFU" not in proc.stdout
+
+
+def test_batch_refuses_a_collective_on_one_process_before_launch(tmp_path: Path) -> None:
+    """What the workload refuses at start (case.yaml needs_two_processes), refused before
+    launch naming the config file and the field."""
+    fp = Fleetperf(cases_dir=CASES, data_root=tmp_path / "data", results=tmp_path / "results")
+    proc = fp.batch("base-interconnect", "cpu/CPUx1x1-h2d", "test=p2p", timeout=60)
+    assert proc.returncode == 2
+    assert (
+        "cases/base-interconnect/configs/cpu/CPUx1x1-h2d.yaml: test: p2p needs 2 processes or"
+        " more (a config CHIPx1x2 or CHIPx2x1); this run has 1"
+    ) in proc.stderr
+    assert "Traceback" not in proc.stderr and fp.records() == []  # nothing launched
 
 
 def test_batch_refuses_a_precision_the_cpu_lacks_before_launch(tmp_path: Path) -> None:

@@ -179,7 +179,19 @@ def test_case_yaml_errors_name_the_file(cases: Path) -> None:
     with pytest.raises(CatalogError) as err:
         catalog.load_case("distilbert-pytorch", cases)
     assert str(err.value).endswith(
-        "distilbert-pytorch/case.yaml: kind: expected one of training, inference (got 'dancing')"
+        "distilbert-pytorch/case.yaml: kind: expected one of training, inference, base"
+        " (got 'dancing')"
+    )
+
+
+def test_a_base_case_s_report_names_no_model_figure(cases: Path) -> None:
+    path = cases / "distilbert-pytorch" / "case.yaml"
+    text = path.read_text().replace("kind: training", "kind: base")
+    path.write_text("\n".join(ln for ln in text.splitlines() if not ln.startswith("target:")))
+    with pytest.raises(CatalogError) as err:
+        catalog.load_case("distilbert-pytorch", cases)
+    assert "distilbert-pytorch/case.yaml: report.3: p_whole: a base case runs no model" in str(
+        err.value
     )
 
 

@@ -312,6 +312,62 @@ def test_inference_finish_reports_token_rates(tmp_path: Path) -> None:
     assert m["mfu_measured"] == pytest.approx(100 * 96 / 80 * m["tokens_per_s_per_device"] / 1e10)
 
 
+def _base_case(tmp_path: Path, **more: object) -> Path:
+    """A ``kind: base`` case.yaml (a benchmark of the device itself) with fields ``more``."""
+    case = tmp_path / "cases" / "devbench"
+    case.mkdir(parents=True)
+    declared = {"name": "devbench", "model": "none", "dataset": "none", "task": "test"}
+    declared |= {"kind": "base", "entrypoint": "run.py", "report": [], **more}
+    metric = {"name": "rate", "unit": "GB/s", "higher_is_better": True, "meaning": "a rate"}
+    declared |= {"metrics": [metric]}
+    declared.setdefault("defaults", {"precision": "fp32", "test": "h2d", "seed": 1})
+    (case / "case.yaml").write_text(json.dumps(declared))  # JSON is YAML
+    return case
+
+
+def test_a_base_case_s_result_has_no_model_figures(tmp_path: Path, monkeypatch) -> None:
+    """kind: base: the clocks, the memory and the case's own metric; no sample or token
+    rate, no MFU, no peak (none measured), and no note about any of them."""
+    monkeypatch.setenv(peak_cache.ENV_VAR, str(tmp_path / "peaks.json"))
+    case = _base_case(tmp_path)
+    (tmp_path / "data" / "tpcase").mkdir(parents=True)  # _run's data dir
+    hp = load_case_file(case).defaults
+    run = _run(case, _config(tmp_path / "r", hp), tmp_path / "r")
+    run.finish(harness.ModelFlops(0.0), metrics={"rate": 2.5}, notes=["own"], converged=True)
+    result = [json.loads(line) for line in (tmp_path / "r" / "events.jsonl").open()][-1]
+    assert result["kind"] == "result" and result["status"] == "passed"
+    assert result["peak"] is None and not (tmp_path / "peaks.json").exists()
+    assert set(result["metrics"]) == {
+        "e2e_time",
+        "e2e_time_main",
+        "mem_allocator_gib",
+        "rate",
+        "mem_used_gib",
+        "mem_total_gib",
+    }
+    assert result["metrics"]["rate"] == 2.5
+    notes = "\n".join(result["notes"])
+    assert result["notes"][-1] == "own"
+    assert not re.search(r"mfu|p_\*|p_whole|tokens|warm-up|inference|energy", notes), notes
+
+
+def test_a_base_case_has_no_target_and_declares_what_needs_two_processes(tmp_path: Path) -> None:
+    target = _base_case(tmp_path / "a", target={"metric": "rate", "value": 1})
+    with pytest.raises(harness.InputError, match=r"case.yaml: target: a base case has none"):
+        load_case_file(target)
+    unknown = _base_case(tmp_path / "b", needs_two_processes={"tset": ["p2p"]})
+    with pytest.raises(harness.InputError, match=r"needs_two_processes.tset: no such key"):
+        load_case_file(unknown)
+    case = load_case_file(_base_case(tmp_path / "c", needs_two_processes={"test": ["p2p"]}))
+    assert case.kind == "base" and case.needs_two_processes == {"test": ("p2p",)}
+    hp = {**case.defaults, "test": "p2p"}
+    assert case.process_problem(hp, 2) is None
+    assert case.process_problem(case.defaults, 1) is None  # h2d: one process will do
+    assert case.process_problem(hp, 1) == (
+        "test: p2p needs 2 processes or more (a config CHIPx1x2 or CHIPx2x1); this run has 1"
+    )
+
+
 @pytest.mark.parametrize("field", ["precision", "vendor"])
 def test_no_fallback_for_precision_or_vendor(tp_case: Path, tmp_path: Path, field: str) -> None:
     path = _config(tmp_path / "r", _hp(), **{field: None})

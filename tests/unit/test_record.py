@@ -141,6 +141,12 @@ def test_default_columns_follow_what_the_run_measured() -> None:
     assert RunRecord(**train).columns == list(TRAIN_COLUMNS)
     infer = train | {"metrics": {"p_infer_core": 10.0}}
     assert RunRecord(**infer).columns == list(INFER_COLUMNS)
+    # kind: base (no model figure at all): precision, fix_hp and the case's own metrics
+    own = CaseMetric(name="mem_bw_gbps", unit="GB/s", higher_is_better=True, meaning="copies")
+    base = train | {"case_metrics": [own], "metrics": {"mem_bw_gbps": 12.5, "e2e_time": 3.0}}
+    assert RunRecord(**base).columns == ["precision", "fix_hp", "mem_bw_gbps"]
+    # a run that ended before measuring anything keeps the training layout
+    assert RunRecord(**base | {"metrics": {}}).columns == list(TRAIN_COLUMNS)
 
 
 @pytest.mark.parametrize(("fmt", "ok"), [("pct", True), (".3f", True), ("d", False), ("q", False)])

@@ -10,7 +10,7 @@ from harness.metrics import METRICS
 from seed_records import PEAK, inference, llama_finetune, seed001_records
 
 from tui.results import tables
-from tui.results.record import LOADED, METRIC_KEYS
+from tui.results.record import LOADED, METRIC_KEYS, CaseMetric, RunRecord
 from tui.results.tables import config_label, format_fix_hp, to_csv, to_json, to_markdown
 
 
@@ -270,3 +270,31 @@ def test_peak_text_says_what_each_mfu_divides() -> None:
         tables.peak_text(cpu)
     )
     assert tables.peak_text(r3).startswith("peak: not reported")
+
+
+def test_a_base_case_s_table_is_its_own_metrics() -> None:
+    """kind: base: the report's columns alone, no model rate nor MFU; no peak, and its
+    details say why."""
+    own = [
+        CaseMetric(name="mem_bw_gbps", unit="GB/s", higher_is_better=True, fmt=".4g", meaning="m"),
+        CaseMetric(
+            name="mem_bw_gbps_ratio", unit="fraction", higher_is_better=True, fmt="pct", meaning="r"
+        ),
+    ]
+    record = RunRecord(
+        run_id="20261121-193000-base-memory-bandwidth-3fa2c01d9e4b7a65",
+        case="base-memory-bandwidth",
+        vendor="cpu",
+        config="CPUx1x1",
+        status="passed",
+        started="2026-11-21T10:00:00Z",
+        case_metrics=own,
+        metrics={"mem_bw_gbps": 12.5, "mem_bw_gbps_ratio": None},
+        columns=["mem_bw_gbps", "mem_bw_gbps_ratio"],
+    )
+    assert to_markdown([record]).splitlines()[2:5] == [
+        "| 配置 | mem_bw_gbps | mem_bw_gbps_ratio |",
+        "| --- | --- | --- |",
+        "| CPU单机单卡（1x1） | 12.5 | / |",
+    ]
+    assert tables.peak_text(record).startswith("peak: not reported (a base case runs no model")

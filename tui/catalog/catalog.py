@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from harness.case import CaseFile, case_file, did_you_mean, read_mapping, yaml_load
+from harness.case import (
+    MODEL_METRICS,
+    CaseFile,
+    case_file,
+    did_you_mean,
+    read_mapping,
+    yaml_load,
+)
 from harness.errors import InputError
 from harness.vendors import precision_problem
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
@@ -135,9 +142,11 @@ def load_case(name: str, cases_dir: Path = CASES_DIR) -> CaseFile:
     metrics = case.registry
     for i, spec in enumerate(case.report):
         try:
-            column_key(spec, metrics)
+            key = column_key(spec, metrics)
         except ValueError as exc:
             raise CatalogError(f"{where}: report.{i}: {exc}") from None
+        if case.kind == "base" and key in MODEL_METRICS:
+            raise CatalogError(f"{where}: report.{i}: {spec}: a base case runs no model")
     measured = case.smoke and case.smoke.measured
     if measured and measured.config not in config_refs(case):
         near = did_you_mean(measured.config, config_refs(case))
@@ -225,6 +234,9 @@ def resolve(
     problem = precision_problem(config.vendor, str(hp.get("precision", "fp32")), config.chip)
     if problem:  # refused here, not after a launch that fails inside the workload
         raise CatalogError(f"{case.name} {config.ref}: {problem}")
+    problem = case.process_problem(hp, config.nnodes * config.nproc_per_node)
+    if problem:  # what the workload would refuse at start (case.yaml needs_two_processes)
+        raise CatalogError(f"{_rel(config.path)}: {problem}")
     fix_hp = {k: v for k, v in hp.items() if v != case.defaults[k]}
     return RunSpec(case=case, config=config, hp=hp, fix_hp=fix_hp, smoke=smoke)
 

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Self
 
+from harness.case import MODEL_METRICS
 from harness.metrics import METRICS, Metric
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -40,7 +41,8 @@ _CONFIG = re.compile(r"^(?P<chip>.+)x(?P<nnodes>\d+)x(?P<nproc>\d+)(?:-[a-z0-9]+
 # 20261121-193000-distilbert-pytorch-3fa2c01d9e4b7a65.
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
 
-# Seed 000/001 (training) and seed 002 (inference) layouts: used when a record names none.
+# Seed 000/001 (training) and seed 002 (inference) layouts: used when a record names none
+# (a base case's record without columns shows precision, fix_hp and its own metrics).
 TRAIN_COLUMNS = ("precision", "fix_hp", "e2e_time", "p_whole", "p_train", "p_core", "acc", "mem")
 INFER_COLUMNS = (
     "precision",
@@ -201,9 +203,20 @@ class RunRecord(BaseModel):
             for key in [column_key(spec, metrics)]
         ]
         if not self.columns:
-            inference = any(self.metrics[key] is not None for key in INFER_METRICS)
-            self.columns = list(INFER_COLUMNS if inference else TRAIN_COLUMNS)
+            self.columns = self._default_columns()
         return self
+
+    def _default_columns(self) -> list[str]:
+        """The layout of a record that names none, by what it measured: an inference run's
+        p_infer_* / p_val_*, a base case's own metrics alone (kind: base, no model figure at
+        all), else a training run's."""
+        if any(self.metrics[key] is not None for key in INFER_METRICS):
+            return list(INFER_COLUMNS)
+        own = [m.name for m in self.case_metrics]
+        base = not any(self.metrics[key] is not None for key in MODEL_METRICS)
+        if base and any(self.metrics[key] is not None for key in own):
+            return ["precision", "fix_hp", *own]
+        return list(TRAIN_COLUMNS)
 
     @property
     def loaded(self) -> bool:

@@ -216,7 +216,10 @@ def peak_text(run: RunRecord) -> str:
     """What the run's MFU figures divide, one line per figure (``fleetperf results RUN_ID``)."""
     peak = run.peak
     if peak is None:
-        return "peak: not reported (the run ended without a result, or before fleetperf kept it)"
+        return (
+            "peak: not reported (a base case runs no model: no MFU; or the run ended without"
+            " a result, or before fleetperf kept it)"
+        )
     mfu, measured_mfu = run.metrics.get("mfu"), run.metrics.get("mfu_measured")
     rows = [
         ("chip", peak.chip or "no datasheet entry"),
