@@ -458,6 +458,7 @@ class Run:
             message=message,
             notes=[*self._layout_notes(), self.memory.source, *notes],
             training=self.case.kind == "training",
+            model=self.case.kind != "base",
             peak_cache=cache_path(self.data.parent),
             registry=self.case.registry,
             energy=energy,
