@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tui.catalog import catalog
+from tui.catalog.suites import load_suite
 from tui.core.errors import UsageError, UserInputError
 from tui.core.events import Event, HostState, MetricSample, RunFinished, RunStarted
 from tui.core.eventtext import event_text
@@ -41,12 +42,13 @@ class BatchArgs:
     wait_s: float = 0.0
     judge: bool = True  # --no-judge: no verdicts, no exit 3
     smoke: bool = False  # --smoke: each case's short run (case.yaml smoke:), not judged
+    suite: str | None = None  # --suite: its runs, --config picking its chips (docs/suites.md)
 
 
 def pair_cases(cases: list[str], configs: list[str]) -> list[tuple[str, str]]:
     """``--case A --config x --case B --config y`` pairs by position; one case serves all."""
     if not cases or not configs:
-        raise UsageError("--batch needs at least one --case and one --config")
+        raise UsageError("--batch needs --suite NAME, or at least one --case and one --config")
     if len(cases) == 1:
         cases = cases * len(configs)
     if len(cases) != len(configs):
@@ -54,6 +56,16 @@ def pair_cases(cases: list[str], configs: list[str]) -> list[tuple[str, str]]:
             f"--case given {len(cases)} times and --config {len(configs)} times: pair them"
         )
     return list(zip(cases, configs, strict=True))
+
+
+def batch_pairs(args: BatchArgs) -> list[tuple[str, str]]:
+    """The runs asked for: the suite's (on the chips ``--config`` names, or all), or the
+    ``--case``/``--config`` pairs."""
+    if args.suite is None:
+        return pair_cases(args.cases, args.configs)
+    if args.cases:
+        raise UsageError(f"--suite {args.suite} names its cases: no --case beside it")
+    return load_suite(args.suite).pick(args.configs)
 
 
 # The host phases a batch prints (the others are in the record and the app's log).
@@ -178,7 +190,7 @@ def _drive(batch: Batch, requested: threading.Event, out: TextIO) -> None:
 def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     try:
         sets = catalog.parse_sets(args.sets)
-        pairs = pair_cases(args.cases, args.configs)
+        pairs = batch_pairs(args)
         session = Session(
             args.inventory,
             args.results_dir,

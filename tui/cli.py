@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
 
-from tui.catalog import catalog
+from tui.catalog import catalog, suites
 from tui.core import paths
 from tui.core.errors import CatalogError, InventoryError, UsageError, UserInputError
 from tui.core.paths import DEFAULT_INVENTORY, default_data_root, default_results_dir
@@ -35,6 +35,7 @@ MAX_DAYS = 36525  # --older-than: a century; past it, no run is that old
 BATCH_ONLY = {
     "--case": "case",
     "--config": "config",
+    "--suite": "suite",
     "--set": "set",
     "--repeat": "repeat",
     "--format": "format",
@@ -55,10 +56,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", action="store_true", help="run headless (no terminal app)")
     p.add_argument("--case", action="append", default=[], help="case to run (repeatable)")
     p.add_argument(
-        "--config", action="append", default=[], help="VENDOR/CHIPxNNODESxNPROC (repeatable)"
+        "--config",
+        action="append",
+        default=[],
+        help="VENDOR/CHIPxNNODESxNPROC (repeatable); with --suite: VENDOR or VENDOR/CHIP",
     )
     p.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a hyperparameter"
+    )
+    p.add_argument(
+        "--suite",
+        metavar="NAME",
+        help="run suites/NAME.yaml's cases x configs; --config VENDOR[/CHIP] then picks its"
+        " runs on that chip (`fleetperf cases` lists suites)",
     )
     p.add_argument("-i", "--inventory", type=Path, default=None, help="Ansible inventory")
     p.add_argument("--repeat", type=int, default=1, help="run each case N times")
@@ -238,6 +248,11 @@ def cmd_cases() -> int:
         print(f"    {smoke_text(case)}")
         for ref in catalog.config_refs(case):
             print(f"    {ref}")
+    print("\nsuites (--batch --suite NAME, --config VENDOR[/CHIP] picks a chip; docs/suites.md)")
+    for name in suites.suite_names():
+        suite = suites.load_suite(name)
+        print(f"{name}  ({suite.description})" if suite.description else name)
+        print(f"    {len(suite.pairs)} run(s) on {', '.join(suite.chips)}")
     return 0
 
 
@@ -528,7 +543,9 @@ class Subcommand:
 
 
 SUBCOMMANDS = (
-    Subcommand("cases", "list cases and their configs", _no_arguments, lambda _: cmd_cases()),
+    Subcommand(
+        "cases", "list cases and their configs, and suites", _no_arguments, lambda _: cmd_cases()
+    ),
     Subcommand(
         "prepare",
         "stage a case's data and checkpoint",
@@ -634,6 +651,7 @@ def main(argv: list[str] | None = None) -> int:
                 wait_s=args.wait,
                 judge=not args.no_judge,
                 smoke=args.smoke,
+                suite=args.suite,
             )
         )
     except UserInputError as exc:

@@ -10,6 +10,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # The harness always lives here; FLEETPERF_CASES_DIR points the catalog at other cases.
 HARNESS_DIR = REPO_ROOT / "cases"
 CASES_DIR = Path(os.environ.get("FLEETPERF_CASES_DIR", HARNESS_DIR)).resolve()
+# Named lists of case x config pairs (tui/catalog/suites.py); FLEETPERF_SUITES_DIR: others.
+SUITES_DIR = Path(os.environ.get("FLEETPERF_SUITES_DIR", REPO_ROOT / "suites")).resolve()
 DEFAULT_INVENTORY = REPO_ROOT / "inventory" / "local.yml"  # this machine, vendor cpu
 STORE_FILE = "fleetperf.sqlite"  # the results store, in the results directory
 
