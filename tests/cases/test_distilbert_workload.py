@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -321,13 +322,26 @@ def test_missing_data_file_is_named(tmp_path, data_dir):
 
 # -- FlagPerf's schedule, cadence and stopping rule (issue 27 point 3) --------------------
 SMALL_TRAIN = 160  # 10 batches of 16 per epoch
-UNREACHABLE = 1.01  # above any accuracy: the run goes on to its max_epoch
+UNREACHABLE = 1.0  # a perfect score, which no_perfect_score rules out: on to max_epoch
 
 
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("small") / "distilbert-pytorch"
     return _synthetic(out, "--train-rows", str(SMALL_TRAIN), "--dev-rows", "64")
+
+
+@pytest.fixture(scope="module")
+def no_perfect_score(small_data: Path, tmp_path_factory) -> Path:
+    """small_data whose dev set holds one sentence twice with both labels: accuracy stays
+    below 1 (a target above 1 is refused: hp.target_acc is a fraction)."""
+    out = tmp_path_factory.mktemp("imperfect") / "distilbert-pytorch"
+    shutil.copytree(small_data, out)
+    dev = out / "SST-2" / "dev.tsv"
+    text, label = dev.read_text().splitlines()[1].rsplit("\t", 1)
+    with dev.open("a") as f:
+        f.write(f"{text}\t{1 - int(label)}\n")
+    return out
 
 
 def _epochs_run(tmp_path: Path, data: Path, **hp) -> tuple[list[dict], str]:
@@ -338,10 +352,10 @@ def _epochs_run(tmp_path: Path, data: Path, **hp) -> tuple[list[dict], str]:
 
 
 @pytest.mark.slow
-def test_lr_decays_as_flagperfs_and_each_epoch_ends_with_one_evaluation(tmp_path, small_data):
+def test_lr_decays_as_flagperfs_and_each_epoch_ends_with_one_evaluation(tmp_path, no_perfect_score):
     events, stdout = _epochs_run(
         tmp_path,
-        small_data,
+        no_perfect_score,
         max_seq_length=64,
         learning_rate=5e-5,
         max_epoch=3,
@@ -370,11 +384,11 @@ def test_lr_decays_as_flagperfs_and_each_epoch_ends_with_one_evaluation(tmp_path
 
 @pytest.mark.slow
 def test_a_run_short_of_the_target_after_max_epoch_fails_where_the_target_is_required(
-    tmp_path, small_data
+    tmp_path, no_perfect_score
 ):
     events, _ = _epochs_run(
         tmp_path,
-        small_data,
+        no_perfect_score,
         max_seq_length=64,
         max_epoch=1,
         target_acc=UNREACHABLE,
