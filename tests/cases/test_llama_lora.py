@@ -408,7 +408,7 @@ def test_mmlu_scoring_choices_checked_by_catalog_and_workload(
     tmp_path: Path, data_dir: Path, mmlu
 ) -> None:
     # one list of rules: case.yaml's choices are mmlu.py's SCORING
-    assert catalog.load_case(LORA, CASES).choices["mmlu_scoring"] == list(mmlu.SCORING)
+    assert catalog.load_case(LORA, CASES).choices["mmlu_scoring"] == tuple(mmlu.SCORING)
     expected = "mmlu_scoring: expected one of vocab, letters (got 'top1')"
     with pytest.raises(catalog.CatalogError) as refused:  # before a launch
         resolved_config(LORA, "cpu/CPUx1x1", tmp_path / "set", mmlu_scoring="top1")
