@@ -79,7 +79,9 @@ def test_two_ranks_reduce_counts_by_sum_and_times_by_max() -> None:
     assert outs[0]["run"] == outs[1]["run"] == expected
     assert expected["samples"] == 201 and expected["train_time"] == 4.0  # sum, and max
     assert outs[0]["used"] == outs[1]["used"] == max(o["own_used"] for o in outs)
-    assert outs[1]["own_used"] > outs[0]["own_used"]
+    # the CPU figure is the machine's used memory (device level): rank 0 may read it after
+    # rank 1 allocated its ballast, so the two can be equal; the reduction is the max
+    assert outs[1]["own_used"] >= outs[0]["own_used"]
     assert outs[0]["total"] == outs[1]["total"] > 0
 
 
