@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from tui.results.record import RunRecord
+from tui.results.record import INFER_COLUMNS, RunRecord
 from tui.results.store import ResultStore
 
 DISTILBERT_COLUMNS = [
@@ -134,17 +134,7 @@ def inference(run_id: str) -> RunRecord:
             "mem_used_gib": 12.3,
             "mem_total_gib": 40.0,
         },
-        columns=[
-            "precision",
-            "e2e_time",
-            "p_val_whole",
-            "p_val_core",
-            "p_infer_whole",
-            "p_infer_core",
-            "mfu",
-            "loss",
-            "mem",
-        ],
+        columns=list(INFER_COLUMNS),  # seed 002's layout
     )
 
 
