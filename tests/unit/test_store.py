@@ -283,6 +283,21 @@ def test_a_version_7_store_gains_the_config_env_and_keeps_it(tmp_path: Path) -> 
         conn.close()
 
 
+def test_v9_store_gains_monitoring(tmp_path: Path) -> None:
+    path, first, second = store_at_version(tmp_path, "monitoring", 9)
+    summary = {"hosts": [{"host": "h1", "samples": 3}], "notes": ["no NVML"]}
+    with ResultStore(path) as store:
+        assert store.get(first.run_id) == first and first.monitoring is None
+        store.add(second.model_copy(update={"monitoring": summary}))
+    with ResultStore(path) as store:  # reopened: read from the file
+        assert store.get(second.run_id).monitoring == summary
+    conn = sqlite3.connect(path)
+    try:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION >= 10
+    finally:
+        conn.close()
+
+
 def test_a_version_3_store_gains_the_synthetic_flag(tmp_path: Path) -> None:
     path, first, second = store_at_version(tmp_path, "synthetic_data", 3)
     with ResultStore(path) as store:

@@ -113,6 +113,9 @@ class RunRecord(BaseModel):
     # What MFU divides (chip, math, datasheet and measured peaks, model FLOP/s per device);
     # None where the run ended without a result or its workload reported none.
     peak: Peak | None = None
+    # The energy and monitoring tables: the run's `sys` samples summarised per host and
+    # device (tui/results/monitoring.py); None where the run sent none.
+    monitoring: dict[str, Any] | None = None
     # What the controller knows: how and where the workload ran.
     executor: str | None = None
     image: str | None = None

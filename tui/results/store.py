@@ -21,7 +21,7 @@ from tui.core import liveness, safefile
 from tui.core.errors import StoreError
 from tui.results.record import RunRecord
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 BUSY_TIMEOUT_S = 60.0  # how long one controller waits for another's write
 RESOLVE_SHOWN = 5  # an ambiguous run id: the matches named in the refusal
 
@@ -60,7 +60,8 @@ _RUNS = """CREATE TABLE runs (
     controller     TEXT,
     cleaned        INTEGER NOT NULL DEFAULT 0,
     verdict        TEXT NOT NULL DEFAULT 'null',  -- JSON object or null (tui/results/references.py)
-    peak           TEXT NOT NULL DEFAULT 'null'  -- JSON object or null: what MFU divides
+    peak           TEXT NOT NULL DEFAULT 'null',  -- JSON object or null: what MFU divides
+    monitoring     TEXT NOT NULL DEFAULT 'null'  -- JSON object or null: energy, monitoring
 )"""
 _METRICS = """CREATE TABLE metrics (
     run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
@@ -97,6 +98,7 @@ _JSON_FIELDS = (
     "slurm",
     "verdict",
     "peak",
+    "monitoring",
 )
 _COLUMNS = tuple(_COLUMN.get(f, f) for f in _RUN_FIELDS)
 _UPSERT_RUN = (
@@ -221,6 +223,10 @@ class ResultStore:
                     )
                 if version <= 8 and "smoke" not in columns:  # --smoke runs
                     conn.execute("ALTER TABLE runs ADD COLUMN smoke INTEGER NOT NULL DEFAULT 0")
+                if version <= 9 and "monitoring" not in columns:  # energy, monitoring
+                    conn.execute(
+                        "ALTER TABLE runs ADD COLUMN monitoring TEXT NOT NULL DEFAULT 'null'"
+                    )
             for statement in _INDEXES:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
