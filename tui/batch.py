@@ -22,7 +22,7 @@ from tui.engine.session import Batch, Session
 from tui.results.record import RunRecord
 from tui.results.report import fmt_band
 from tui.results.store import interrupted_line
-from tui.results.tables import render
+from tui.results.tables import monitoring_text, render, short_id
 from tui.results.verdict import Check
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -222,6 +222,10 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
     if records:
         print(file=progress)
         print(printable(render(records, args.fmt)), file=out)
+        for record in records:  # json and csv records hold them: the tables go with progress
+            title = f"{record.case} {record.vendor}/{record.config} run {short_id(record.run_id)}"
+            print(f"\n#### {printable(title)}", file=progress)
+            print(printable(monitoring_text(record)), file=progress)
     flags = [flag_line(r, c) for r in records if r.verdict for c in r.verdict.flagged]
     for line in flags:
         print(printable(line), file=progress)

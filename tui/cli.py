@@ -28,7 +28,7 @@ from tui.engine.session import Session, check_run_id
 from tui.localfleet import fleet as localfleet
 from tui.results.record import STATUSES, RunRecord, utc_iso
 from tui.results.store import interrupted_line
-from tui.results.tables import FORMATS, config_env_text, peak_text, render
+from tui.results.tables import FORMATS, config_env_text, monitoring_text, peak_text, render
 
 MAX_DAYS = 36525  # --older-than: a century; past it, no run is that old
 # Options of a headless run that the app does not take (option -> argparse dest).
@@ -338,9 +338,10 @@ def cmd_results(args: argparse.Namespace) -> int:
         session.close()
     if records or args.format != "md":  # JSON and CSV stay machine-readable when empty
         print(printable(render(records, args.format, ids=True)))
-        if args.run_id and args.format == "md":  # one run: its notes, what MFU divides, env
+        if args.run_id and args.format == "md":  # one run: notes, what MFU divides, energy, env
             print("\n" + printable(notes_text(records[0])))
             print("\n" + printable(peak_text(records[0])))
+            print("\n" + printable(monitoring_text(records[0])))
             print("\n" + printable(config_env_text(records[0])))
     else:
         which = "" if args.status == "all" else f"{args.status or 'passed'} "

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from tui.catalog import catalog, images
 from tui.catalog.metrics import CaseMetric
@@ -45,6 +46,7 @@ from tui.executors.base import DEFAULT_KIND, DOCKER, Executor, Launch, Outcome, 
 from tui.executors.hostfiles import host_file_limits
 from tui.executors.registry import executor_for
 from tui.results import references
+from tui.results.monitoring import Monitor
 from tui.results.record import RUN_ID, RunRecord, now_utc_iso, write_result_json
 from tui.results.store import ResultStore, controller_id, mark_interrupted
 
@@ -113,6 +115,9 @@ class RunHandle:
         self._subscribers = _Subscribers()
         self._cancel = threading.Event()
         self._done = threading.Event()
+        # The run's sys samples, folded as they come: the record's energy and monitoring.
+        config = plan.spec.config
+        self._monitor = Monitor(config.vendor, config.nproc_per_node)
 
     def subscribe(self, cb: Callback) -> Callable[[], None]:
         return self._subscribers.subscribe(cb)
@@ -130,6 +135,8 @@ class RunHandle:
         return self._done.is_set()
 
     def _emit(self, ev: Event) -> None:
+        if isinstance(ev, SysSample):
+            self._monitor.add(ev)
         self._subscribers.emit(ev)
         self._batch._subscribers.emit(ev)
 
@@ -386,7 +393,8 @@ class Session:
                 discard()
                 run._finish("bad_input", self._with_data_root(outcome.error or "", spec), None)
                 return
-            record = self._finished(record, outcome, DROPPED.take(run.run_id))
+            dropped, monitoring = DROPPED.take(run.run_id), run._monitor.summary()
+            record = self._finished(record, outcome, dropped, monitoring)
             if self.judge:
                 record = references.judge(record, spec, self.store)
             # result.json first, the store last: once the store says the run ended, its
@@ -444,7 +452,11 @@ class Session:
         )
 
     def _finished(
-        self, record: RunRecord, outcome: Outcome, dropped_lines: Counter[str]
+        self,
+        record: RunRecord,
+        outcome: Outcome,
+        dropped_lines: Counter[str],
+        monitoring: dict[str, Any] | None,
     ) -> RunRecord:
         result: CaseResult | None = outcome.result
         known = record.registry()
@@ -469,6 +481,7 @@ class Session:
                 "notes": notes,
                 "environment": result.environment if result else {},
                 "peak": result.peak if result else None,
+                "monitoring": monitoring,
                 "load_per_cpu": outcome.load_per_cpu,
                 "synthetic_data": outcome.synthetic_data,
                 "slurm": outcome.slurm,

@@ -27,6 +27,7 @@ from tui.catalog import catalog
 from tui.core import safefile
 from tui.core.errors import CatalogError
 from tui.core.text import html_text
+from tui.results import monitoring
 from tui.results.record import RUN_ID, RunRecord
 from tui.results.references import Reference, comparable_key, history_band
 from tui.results.tables import case_table, format_fix_hp
@@ -460,6 +461,9 @@ def _case_section(
         header, rows, legend = case_table(newest, ids=True)
         yield "<h3>The seeds' table (newest passed run per config and hyperparameters)</h3>"
         yield _html_table(header, rows) + (f'<p class="note">{_e(legend)}</p>' if legend else "")
+        yield "<h3>Energy and monitoring of the same runs (from their sys samples)</h3>"
+        for run in newest:
+            yield from _monitoring_tables(run)
     refs = config_references(case)
     registry = records[-1].registry()
     name = _throughput_metric(shown, refs)
@@ -497,6 +501,23 @@ def _case_section(
     else:
         yield f'<p class="note">no loss in runs/{_e(last.run_id)}/events.jsonl</p>'
     yield "</section>"
+
+
+def _monitoring_tables(run: RunRecord) -> Iterator[str]:
+    """One run's energy and monitoring tables (FlagPerf's) and their notes."""
+    yield f"<h4>{_e(f'{run.vendor}/{run.config}, run {run.run_id}')}</h4>"
+    summary = run.monitoring
+    if summary is None:
+        yield '<p class="note">no sys sample in this run</p>'
+        return
+    yield f'<p class="note">{_e(monitoring.sampled(summary))}</p>'
+    yield _html_table(monitoring.ENERGY_HEADER, monitoring.energy_table(summary))
+    yield _html_table(monitoring.MONITORING_HEADER, monitoring.monitoring_table(summary))
+    notes = [
+        f"{monitoring.UNKNOWN}: not given by the hardware; empty: does not apply.",
+        *summary["notes"],
+    ]
+    yield '<ul class="note">' + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>"
 
 
 def _references_table(

@@ -13,6 +13,7 @@ from typing import Any
 from harness.metrics import Metric
 
 from tui.catalog.metrics import QUALIFIED, column_key
+from tui.results import monitoring
 from tui.results.record import METRIC_KEYS, RunRecord
 
 FORMATS = ("md", "csv", "json")
@@ -240,6 +241,27 @@ def config_env_text(run: RunRecord) -> str:
         return "env from the config: none"
     lines = [f"  {name}={value}" for name, value in run.config_env.items()]
     return "\n".join(["env from the config ({data_dir}: the case's data directory):", *lines])
+
+
+def monitoring_text(run: RunRecord) -> str:
+    """The run's energy and monitoring tables (docs/monitoring.md) and their notes, for
+    ``--batch`` and ``fleetperf results RUN_ID``."""
+    summary = run.monitoring
+    if summary is None:
+        return (
+            "energy and monitoring: no sys sample (the run ended before its workload sampled,"
+            " or it ran before fleetperf kept them)"
+        )
+    lines = [f"energy and monitoring ({monitoring.sampled(summary)}):"]
+    for header, rows in (
+        (monitoring.ENERGY_HEADER, monitoring.energy_table(summary)),
+        (monitoring.MONITORING_HEADER, monitoring.monitoring_table(summary)),
+    ):
+        lines += ["", _md_row(header), _md_row(["---"] * len(header))]
+        lines += [_md_row(cells) for cells in rows]
+    lines.append(f"\n{monitoring.UNKNOWN}: not given by the hardware; empty: does not apply.")
+    lines += [f"  - {note}" for note in summary["notes"]]
+    return "\n".join(lines)
 
 
 def _flops(value: float | None) -> str:

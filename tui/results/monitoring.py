@@ -1,0 +1,284 @@
+"""The energy and monitoring tables (FlagPerf's 能耗监控结果 and 其他重要监控结果) from a
+run's ``sys`` samples (docs/monitoring.md).
+
+``Monitor`` folds the samples as they arrive (the engine feeds it every SysSample of a run)
+into running figures, constant memory per host and device however long the run: count,
+mean, population standard deviation (Welford) and maximum. ``Monitor.summary()`` is the
+record's ``monitoring`` object; ``energy_table`` and ``monitoring_table`` its two tables as
+cells, for the text tables (tui/results/tables.py) and the HTML report.
+Controller code: no torch, no textual.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from tui.core.events import SysSample
+
+UNKNOWN = "—"  # a figure that applies to the row but that the hardware did not give
+# The per-device keys of a sys sample: dev{d}_{name} (docs/workload-contract.md).
+_DEVICE_KEY = re.compile(
+    r"dev(\d{1,6})_(power_w|power_limit_w|temp_c|mem_used_gib|mem_total_gib|util)"
+)
+_DEVICE_STATS = ("power_w", "temp_c", "mem_percent", "mem_used_gib", "util")
+# What each of a device's figures is, for the notes that say which ones it lacks.
+_DEVICE_WORDS = {
+    "power_w": "power",
+    "power_limit_w": "TDP (NVML gave no default power limit)",
+    "temp_c": "temperature",
+    "mem_percent": "memory use",
+    "util": "utilisation",
+}
+
+
+@dataclass
+class Stats:
+    """Running count, mean, population variance (Welford) and maximum of one figure."""
+
+    n: int = 0
+    mean: float = 0.0
+    m2: float = 0.0
+    top: float = -math.inf
+
+    def add(self, x: float) -> None:
+        x = float(x)
+        self.n += 1
+        delta = x - self.mean
+        self.mean += delta / self.n
+        self.m2 += delta * (x - self.mean)
+        self.top = max(self.top, x)
+
+    def summary(self) -> dict[str, float] | None:
+        """{"avg", "max", "std"}; None without a reading, or where the readings were too
+        large to summarise (past a float's range: JSON has no infinity)."""
+        if not self.n:
+            return None
+        out = {"avg": self.mean, "max": self.top, "std": math.sqrt(max(self.m2, 0.0) / self.n)}
+        return out if all(math.isfinite(v) for v in out.values()) else None
+
+
+@dataclass
+class _Device:
+    power_w: Stats = field(default_factory=Stats)
+    temp_c: Stats = field(default_factory=Stats)
+    mem_percent: Stats = field(default_factory=Stats)
+    mem_used_gib: Stats = field(default_factory=Stats)
+    util: Stats = field(default_factory=Stats)
+    power_limit_w: float | None = None  # the newest reading: a board's TDP does not move
+    mem_total_gib: float | None = None
+
+
+@dataclass
+class _Host:
+    samples: int = 0
+    first_t: float = math.inf
+    last_t: float = -math.inf
+    cpu_percent: Stats = field(default_factory=Stats)
+    host_mem_percent: Stats = field(default_factory=Stats)
+    cpu_power_w: Stats = field(default_factory=Stats)
+    host_mem_total_gib: float | None = None
+    devices: dict[int, _Device] = field(default_factory=dict)
+
+
+class Monitor:
+    """One run's sys samples, summarised as they come (from several threads)."""
+
+    def __init__(self, vendor: str, nproc_per_node: int) -> None:
+        self.vendor = vendor
+        self.nproc_per_node = nproc_per_node  # devices dev0..dev{n-1}; higher ones ignored
+        self._hosts: dict[str, _Host] = {}
+        self._lock = threading.Lock()
+
+    def add(self, ev: SysSample) -> None:
+        with self._lock:
+            host = self._hosts.setdefault(ev.host, _Host())
+            host.samples += 1
+            host.first_t, host.last_t = min(host.first_t, ev.t), max(host.last_t, ev.t)
+            v = ev.values
+            if "cpu_percent" in v:
+                host.cpu_percent.add(v["cpu_percent"])
+            if "cpu_power_w" in v:
+                host.cpu_power_w.add(v["cpu_power_w"])
+            if (total := v.get("host_mem_total_gib")) is not None:
+                host.host_mem_total_gib = total
+            if (pct := _percent(v.get("host_mem_used_gib"), total)) is not None:
+                host.host_mem_percent.add(pct)
+            per_device: dict[int, dict[str, float]] = {}
+            for key, value in v.items():
+                if (m := _DEVICE_KEY.fullmatch(key)) and int(m[1]) < self.nproc_per_node:
+                    per_device.setdefault(int(m[1]), {})[m[2]] = value
+            for d, got in per_device.items():
+                _add_device(host.devices.setdefault(d, _Device()), got)
+
+    def summary(self) -> dict[str, Any] | None:
+        """The record's ``monitoring`` object (docs/record.md), None without a sample."""
+        with self._lock:
+            if not self._hosts:
+                return None
+            hosts, notes = [], []
+            for name, host in self._hosts.items():
+                hosts.append(self._host_summary(name, host))
+                notes += self._host_notes(name, host)
+            if any(h["cpu_power_w"] is not None for h in hosts):
+                notes.append(
+                    "system power is the CPU packages' RAPL figure averaged between samples,"
+                    " not the whole system (FlagPerf reads the host's IPMI); DRAM, devices"
+                    " and fans are not in it"
+                )
+            if any(h["devices"] for h in hosts):
+                notes.append("device power is NVML's board power read at each sample")
+            notes.append("system TDP: not read (no source gives it; FlagPerf shows '/')")
+            return {"hosts": hosts, "notes": notes}
+
+    def _host_summary(self, name: str, host: _Host) -> dict[str, Any]:
+        devices = [
+            _device_summary(d, host.devices.get(d, _Device()))
+            for d in (range(self.nproc_per_node) if host.devices else ())
+        ]
+        return {
+            "host": name,
+            "samples": host.samples,
+            "seconds": host.last_t - host.first_t,
+            "cpu_percent": host.cpu_percent.summary(),
+            "host_mem_percent": host.host_mem_percent.summary(),
+            "host_mem_total_gib": host.host_mem_total_gib,
+            "cpu_power_w": host.cpu_power_w.summary(),
+            "devices": devices,
+        }
+
+    def _host_notes(self, name: str, host: _Host) -> list[str]:
+        psutil = "psutil not importable there"
+        rapl = "RAPL not readable there: most VMs, or root only"
+        lacking = [
+            ("CPU use", host.cpu_percent, psutil),
+            ("host memory use", host.host_mem_percent, psutil),
+            ("CPU power", host.cpu_power_w, rapl),
+        ]
+        notes = [
+            f"host {name}: no {what}: {_why(stats, reason)}"
+            for what, stats, reason in lacking
+            if stats.summary() is None
+        ]
+        if not host.devices:  # harness/sysmon.py reads NVML alone (nvidia-ml-py)
+            notes.append(
+                f"host {name}: no device readings: only NVML is read (nvidia devices),"
+                f" and this vendor {self.vendor} host gave none"
+            )
+            return notes
+        for d in range(self.nproc_per_node):
+            device = host.devices.get(d, _Device())
+            lacks = [
+                words
+                for key, words in _DEVICE_WORDS.items()
+                if (device.power_limit_w if key == "power_limit_w" else _stat(device, key)) is None
+            ]
+            if lacks:
+                notes.append(f"host {name} device {d}: no {', '.join(lacks)}")
+        return notes
+
+
+def _add_device(device: _Device, got: dict[str, float]) -> None:
+    for key in ("power_w", "temp_c", "mem_used_gib", "util"):
+        if key in got:
+            getattr(device, key).add(got[key])
+    if "power_limit_w" in got:
+        device.power_limit_w = got["power_limit_w"]
+    if (total := got.get("mem_total_gib")) is not None:
+        device.mem_total_gib = total
+    if (pct := _percent(got.get("mem_used_gib"), total)) is not None:
+        device.mem_percent.add(pct)
+
+
+def _stat(device: _Device, key: str) -> dict[str, float] | None:
+    stats: Stats = getattr(device, key)
+    return stats.summary()
+
+
+def _device_summary(d: int, device: _Device) -> dict[str, Any]:
+    return {
+        "device": d,
+        **{key: _stat(device, key) for key in _DEVICE_STATS},
+        "power_limit_w": device.power_limit_w,
+        "mem_total_gib": device.mem_total_gib,
+    }
+
+
+def _percent(used: float | None, total: float | None) -> float | None:
+    return None if used is None or total is None or total <= 0 else used / total * 100
+
+
+def _why(stats: Stats, reason: str) -> str:
+    if stats.n:
+        return "its readings are too large to summarise"
+    return f"the samples carry none ({reason})"
+
+
+# -- the tables -----------------------------------------------------------------------
+
+ENERGY_HEADER = [
+    "host",
+    "item",
+    "average power (W)",
+    "max power (W)",
+    "power std (W)",
+    "TDP (W)",
+]
+MONITORING_HEADER = [
+    "host",
+    "item",
+    "average CPU use (%)",
+    "average memory use (%)",
+    "average temperature (°C)",
+]
+
+
+def _fig(value: float | None) -> str:
+    return UNKNOWN if value is None else f"{value:.1f}"
+
+
+def _avg(stats: dict[str, float] | None) -> str:
+    return _fig(stats["avg"] if stats else None)
+
+
+def _power_cells(stats: dict[str, float] | None) -> list[str]:
+    return [_fig(stats[k]) if stats else UNKNOWN for k in ("avg", "max", "std")]
+
+
+def energy_table(monitoring: dict[str, Any]) -> list[list[str]]:
+    """FlagPerf's energy table, one row per host (its CPU packages' power: "system") and
+    one per device; ``UNKNOWN`` where the hardware did not say. Cells, for ENERGY_HEADER."""
+    rows = []
+    for host in monitoring["hosts"]:
+        name = host["host"]
+        rows.append([name, "system (CPU packages)", *_power_cells(host["cpu_power_w"]), UNKNOWN])
+        for dev in host["devices"]:
+            power = _power_cells(dev["power_w"])
+            rows.append([name, f"device {dev['device']}", *power, _fig(dev["power_limit_w"])])
+    return rows
+
+
+def monitoring_table(monitoring: dict[str, Any]) -> list[list[str]]:
+    """FlagPerf's other monitoring table, one row per host (CPU and host memory use) and one
+    per device (device memory use, temperature); a cell that does not apply to the row is
+    empty, one the hardware did not give is ``UNKNOWN``. Cells, for MONITORING_HEADER."""
+    rows = []
+    for host in monitoring["hosts"]:
+        name = host["host"]
+        rows.append([name, "system", _avg(host["cpu_percent"]), _avg(host["host_mem_percent"]), ""])
+        for dev in host["devices"]:
+            mem, temp = _avg(dev["mem_percent"]), _avg(dev["temp_c"])
+            rows.append([name, f"device {dev['device']}", "", mem, temp])
+    return rows
+
+
+def sampled(monitoring: dict[str, Any]) -> str:
+    """What the tables were computed from: '2 host(s); h1: 12 samples over 110 s'."""
+    spans = [
+        f"{h['host']}: {h['samples']} sample(s) over {h['seconds']:.0f} s"
+        for h in monitoring["hosts"]
+    ]
+    return f"{len(spans)} host(s); " + "; ".join(spans)
