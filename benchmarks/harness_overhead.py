@@ -84,7 +84,7 @@ class Loop:
         self.perf = harness.PerfTracker(5, self.device.synchronize, harness.barrier)
         self.events = harness.EventWriter(run_dir / "events.jsonl")
         self.memory = harness.MemoryMonitor(self.device)
-        self.sysmon = harness.SysSampler(self.device, min_interval_s=0.0)
+        self.sysmon = harness.SysSampler(self.device)
         self.step = 0
         self.tokens = 0
 
@@ -131,8 +131,7 @@ class Loop:
                     mem_used_gib=used,
                     mem_total_gib=total,
                 )
-                if self.sysmon.due():
-                    self.events.emit("sys", **self.sysmon.sample())
+                self.events.emit("sys", **self.sysmon.sample())
                 win_loss, win_steps, win_t0 = 0.0, 0, time.perf_counter()
             times.append((time.perf_counter() - t0, time.process_time() - c0))
         return times

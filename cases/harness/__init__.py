@@ -35,7 +35,7 @@ A case's ``run.py`` uses ``run_case`` and ``Run`` (the SDK); its ``prepare.py``
 - ``peakmeter``   measured matmul rate and memory bandwidth, cached (``peak_cache``)
 - ``metrics``     the metric registry (standard library only)
 - ``memory``      MemoryMonitor: peak device memory (on CPU: RSS + workers' USS)
-- ``sysmon``      SysSampler: cpu %, host memory, device utilisation and power
+- ``sysmon``      SysSampler, SysMonitor: host CPU, memory, power; devices' power, heat, memory
 - ``nvml``        nvidia-ml-py readings where the driver has them
 - ``dist``        DistEnv, process group, barrier, all_reduce, reduce_totals, reduce_memory
 - ``environment`` the result's environment object

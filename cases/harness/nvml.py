@@ -40,19 +40,33 @@ def device_handle(index: int) -> Any | None:
     return handle
 
 
-def utilization_and_power(index: int) -> tuple[float | None, float | None]:
-    """GPU utilisation (%) and board power (W) of CUDA device ``index``."""
+def readings(index: int) -> dict[str, float]:
+    """What NVML says of CUDA device ``index`` now, as the ``sys`` record's ``dev{d}_*``
+    fields want them: board power and its default limit (the board's TDP) in W, GPU
+    temperature in °C, memory used and total (every process) in GiB, utilisation in %.
+    A figure the device or driver does not give is left out."""
     handle = device_handle(index)
     if handle is None:
-        return None, None
+        return {}
     import pynvml
 
-    util = power = None
-    with contextlib.suppress(Exception):
-        util = float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-    with contextlib.suppress(Exception):
-        power = pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
-    return util, power
+    queries = {
+        "power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+        "power_limit_w": lambda: pynvml.nvmlDeviceGetPowerManagementDefaultLimit(handle) / 1000.0,
+        "temp_c": lambda: float(
+            pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)
+        ),
+        "util": lambda: float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu),
+    }
+    out: dict[str, float] = {}
+    for key, query in queries.items():
+        with contextlib.suppress(Exception):  # NVMLError_NotSupported on some boards
+            out[key] = query()
+    used, total = device_memory_bytes(index)
+    if used is not None and total:
+        out["mem_used_gib"] = used / 2**30
+        out["mem_total_gib"] = total / 2**30
+    return out
 
 
 def device_memory_bytes(index: int) -> tuple[int | None, int | None]:

@@ -84,6 +84,42 @@ def lookup_or_measure(
     return entry
 
 
+# The maths a measured peak is kept for (a model run's math modes); fp64, int8 and fp8 GEMMs
+# are base-case figures only.
+CACHED_MATHS = ("fp32", "tf32", "fp16", "bf16")
+
+
+def store_base_rate(
+    device: Device, math: str, flops: float, side: int, path: Path, seconds: float
+) -> str:
+    """Fill the cache from the base computation case: its sustained GEMM rate on ``device``
+    (``side``³ at ``math``) becomes the measured peak for this host, device and math, with a
+    copy rate measured now beside it. Returns what was done, for the run's notes."""
+    if math not in CACHED_MATHS:
+        return f"measured-peak cache: {math} is not a model math, nothing cached"
+    busy = load_per_cpu()
+    if busy is not None and busy > LOADED_PER_CPU:
+        return f"measured-peak cache not written: the host was loaded ({busy:.2f} per CPU)"
+    import torch
+
+    kind = "cpu" if device.type == "cpu" else "cuda"
+    entry = {
+        "host": socket.gethostname(),
+        "device": device_label(device),
+        "math": math,
+        "matmul_flops": flops,
+        "matmul_n": side,
+        "mem_bw_bytes_per_s": _copy_rate(torch, device, kind),
+        "measured_at": time.time(),
+        "seconds": seconds,
+        "torch": torch.__version__,
+        "load_per_cpu": busy,
+        "source": "base-computation",
+    }
+    peak_cache.write_entry(path, entry)
+    return f"measured-peak cache: {math} entry for {entry['device']} written to {path}"
+
+
 def measure(device: Device, math: str) -> dict[str, Any]:
     """{"math", "matmul_flops", "matmul_n", "mem_bw_bytes_per_s", ...} for ``device``."""
     import torch

@@ -53,7 +53,7 @@ from harness.memory import MemoryMonitor
 from harness.peak_cache import cache_path
 from harness.perf import PerfTotals, PerfTracker, token_rates
 from harness.result import ModelFlops, build_result
-from harness.sysmon import SysSampler
+from harness.sysmon import SysMonitor, SysSampler
 from harness.workload import guarded, load_config, require_paths
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
     from harness.device import Device
 
-SYS_EVERY_S = 10.0  # at most one sys record per this many seconds (taken at a log step)
+SYS_EVERY_S = 5.0  # a sys record this often, from a thread, for the whole run
 Evaluation = Callable[[], Mapping[str, float]]
 Score = Callable[[Any], tuple[int, int]]  # a batch -> (right, counted)
 
@@ -116,7 +116,11 @@ class Run:
         self.perf = self.tracker()
         self.energy = open_meter(self.device, env.local_rank)  # over run.perf's window
         self.memory = MemoryMonitor(self.device)
-        self.sysmon = SysSampler(self.device, min_interval_s=SYS_EVERY_S)
+        self.sysmon = (  # local rank 0 writes the node's sys records (every device's)
+            SysMonitor(SysSampler(self.device, env.local_world_size), events, SYS_EVERY_S)
+            if events.allowed("sys")
+            else None
+        )
         self.steps = 0
         self.samples = 0  # over all data-parallel replicas, as every rank counts them
         self.tokens = 0  # the same, real tokens
@@ -361,7 +365,7 @@ class Run:
     def log(self, loss: float | None = None) -> None:
         """A ``step`` record for the window since the last (every rank calls it: it reduces):
         mean loss over the counting ranks (or ``loss`` where the steps had none), tokens,
-        throughput, memory; and a ``sys`` record when one is due."""
+        throughput, memory."""
         loss_sum, loss_n, tokens = sum_counted(
             [*self._window[:2], self._local_tokens], self.layout.counts
         )
@@ -391,8 +395,6 @@ class Run:
         )
         shown = f"loss {self.loss:.4f} " if self.loss is not None else ""
         self.say(f"step {self.steps} samples {self.samples} {shown}{throughput:.1f} samples/s")
-        if self.sysmon.due():
-            self.events.emit("sys", **self.sysmon.sample())
         self._window = [0.0, 0.0, 0.0]
         self._window_t0 = self.perf.clock()
 
@@ -428,6 +430,8 @@ class Run:
             self.energy.end()
             if self._window[1] or self._window[2]:
                 self.log()
+        if self.sysmon:
+            self.sysmon.stop()
         totals = self.totals()
         energy = self.energy.total(all_reduce)
         memory = reduce_memory(*self.memory.peak_gib())

@@ -1,37 +1,50 @@
-"""The ``sys`` event: host CPU and memory, device utilisation and power where NVML has them.
+"""The ``sys`` event: host CPU, memory and power, and each device's power, temperature,
+memory and utilisation where the hardware says (docs/workload-contract.md, docs/monitoring.md).
 
-Cheap by design: psutil's cpu_percent(None) reads counters since the previous call (no
-sleeping), NVML queries take microseconds, and ``due()`` spaces samples at least
-``min_interval_s`` apart, so a training loop may ask at every logging step.
-Without psutil, cpu_percent and host_mem_used_gib are None.
+``SysSampler.sample()`` reads, without sleeping:
+- ``cpu_percent`` (psutil, since the previous sample), ``host_mem_used_gib``,
+  ``host_mem_total_gib``;
+- ``cpu_power_w``: the RAPL package domains' energy since the previous sample over its
+  seconds (the CPUs' packages only; left out where RAPL is not readable, as on most VMs);
+- for each device d of the node (the CUDA index torch uses, 0..nproc_per_node-1), from NVML:
+  ``dev{d}_power_w``, ``dev{d}_power_limit_w`` (the default limit: the board's TDP),
+  ``dev{d}_temp_c``, ``dev{d}_mem_used_gib``, ``dev{d}_mem_total_gib``, ``dev{d}_util``.
+A figure nobody gives is left out (the controller's summary says why it is null).
+
+``SysMonitor`` takes a sample every ``interval_s`` on a daemon thread for the whole run, as
+FlagPerf's monitors do beside a case (a base case has no training steps to sample at), and
+one more when the run stops; local rank 0 of each node runs it. Every sample averages the
+CPU use and CPU power over the interval before it, so the first one is taken one interval in.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from harness.energy import rapl_counter
 from harness.memory import GIB, host_total_gib
 
 if TYPE_CHECKING:
     from harness.device import Device
+    from harness.events import EventWriter
 
 
 class SysSampler:
     def __init__(
         self,
         device: Device | None = None,
-        min_interval_s: float = 10.0,
+        devices_per_node: int = 1,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.min_interval_s = min_interval_s
         self.clock = clock
-        self._last: float | None = None
-        self._cuda_index: int | None = None
-        if device is not None and device.stack.nvml:  # other vendors: no library we read
-            self._cuda_index = device.index if device.index is not None else 0
+        # Other vendors: no library we read (their smi tools are too slow to poll).
+        self._cuda_indices = range(devices_per_node) if device and device.stack.nvml else range(0)
+        self._rapl, _ = rapl_counter()
+        self._rapl_last = (self._rapl.read(), clock()) if self._rapl else None
         try:
             import psutil
 
@@ -40,11 +53,7 @@ class SysSampler:
         except ImportError:
             self._psutil = None
 
-    def due(self) -> bool:
-        return self._last is None or self.clock() - self._last >= self.min_interval_s
-
     def sample(self) -> dict[str, float | None]:
-        self._last = self.clock()
         record: dict[str, float | None] = {
             "cpu_percent": None,
             "host_mem_used_gib": None,
@@ -57,12 +66,44 @@ class SysSampler:
             record["host_mem_total_gib"] = vm.total / GIB
         else:
             record["host_mem_total_gib"] = host_total_gib()
-        if self._cuda_index is not None:
+        if self._rapl and self._rapl_last:
+            now, (before, then) = (self._rapl.read(), self.clock()), self._rapl_last
+            if now[1] > then:
+                record["cpu_power_w"] = self._rapl.joules(before, now[0]) / (now[1] - then)
+            self._rapl_last = now
+        if self._cuda_indices:
             from harness import nvml
 
-            util, power = nvml.utilization_and_power(self._cuda_index)
-            if util is not None:
-                record["device_util"] = util
-            if power is not None:
-                record["power_w"] = power
+            for d in self._cuda_indices:
+                for key, value in nvml.readings(d).items():
+                    record[f"dev{d}_{key}"] = value
         return record
+
+
+class SysMonitor:
+    """``sys`` records every ``interval_s`` from a daemon thread, and one at ``stop()``."""
+
+    def __init__(self, sampler: SysSampler, events: EventWriter, interval_s: float) -> None:
+        self.sampler = sampler
+        self.events = events
+        self.interval_s = interval_s
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()  # a sample at a time: the sampler keeps state
+        self._thread = threading.Thread(target=self._loop, name="fleetperf-sys", daemon=True)
+        self._thread.start()
+
+    def _emit(self) -> None:
+        with self._lock:
+            self.events.emit("sys", **self.sampler.sample())
+
+    def _loop(self) -> None:
+        while not self._stopped.wait(self.interval_s):
+            self._emit()
+
+    def stop(self) -> None:
+        """The last sample (the interval since the one before), then the thread ends."""
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self._thread.join()
+        self._emit()

@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO / "cases"))
 
 import harness  # noqa: E402
 from harness import case as case_yaml  # noqa: E402
-from harness import peakmeter  # noqa: E402
+from harness import peak_cache, peakmeter  # noqa: E402
 from harness.gemm import Gemm, timed  # noqa: E402
 
 from tui.catalog import catalog  # noqa: E402
@@ -141,6 +141,15 @@ def test_base_computation_runs_on_cpu(tmp_path, peak_env, ref, precision) -> Non
     (device,) = result["per_device"]
     assert device == {"rank": 0, "node": 0, "value": metrics["gemm_tflops"], "ratio": None}
     assert f"at {precision} after 3 warm-up" in " ".join(result["notes"])
+    # At a model's math the rate fills the measured-peak cache mfu_measured divides by.
+    (cached,) = [n for n in result["notes"] if n.startswith("measured-peak cache")]
+    if precision == "fp64":
+        assert cached.endswith("fp64 is not a model math, nothing cached")
+    elif "loaded" not in cached:  # a host busy with other work keeps its old entry
+        entries = peak_cache.read_entries(Path(peak_env["FLEETPERF_PEAK_CACHE"]))
+        (entry,) = [e for e in entries.values() if e["math"] == precision]
+        assert entry["source"] == "base-computation" and entry["mem_bw_bytes_per_s"] > 0
+        assert entry["matmul_flops"] == pytest.approx(metrics["gemm_tflops"] * 1e12)
 
 
 DIRECT_MM = r"""
