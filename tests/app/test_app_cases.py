@@ -21,7 +21,8 @@ def test_tree_lists_cases_and_configs_and_marks_them(tmp_path: Path) -> None:
             screen = app.screen
             assert isinstance(screen, CasesScreen)
             case = catalog.load_case("emitter", FIXTURE_CASES)
-            (node,) = screen.query_one(Tree).root.children
+            node, suites = screen.query_one(Tree).root.children  # the case, then suites
+            assert suites is screen.suites_node
             assert [c.data[1][1] for c in node.children] == catalog.config_refs(case)
             await pilot.press("down", "space")
             assert screen.marked == {("emitter", "cpu/CPUx1x1")}
@@ -75,14 +76,24 @@ def test_help_lists_binding_ids_and_palette_offers_every_action(tmp_path: Path) 
             await pilot.press("question_mark")
             assert isinstance(app.screen, HelpScreen)
             text = plain(app.screen.query_one(Static))
-            for binding_id in ("cases.launch", "cases.overrides", "go.results", "tree.mark"):
+            ids = ("cases.launch", "cases.suite", "cases.overrides", "go.results", "tree.mark")
+            for binding_id in ids:
                 assert binding_id in text
             # What the screen is for: its docstring, as one paragraph.
             assert "Cases and their vendor configs. Space marks a config (on a case:" in text
             await pilot.press("escape")
             assert isinstance(app.screen, CasesScreen)
             commands = {c.title for c in app.get_system_commands(app.screen)}
-            assert {"Launch", "Overrides", "Hosts", "Runs", "Results", "Help", "Mark"} <= commands
+            assert {
+                "Launch",
+                "Run suite…",
+                "Overrides",
+                "Hosts",
+                "Runs",
+                "Results",
+                "Help",
+            } <= commands
+            assert "Mark" in commands
             await pilot.press("ctrl+p")
             assert isinstance(app.screen, CommandPalette)
             await pilot.press(*"Hosts")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from app_support import fixed_inventory, make_app, plain, seed_store, wait_for
 from test_app_dashboard import metric
+from test_app_suites import go_to, suites_app, tiny_suites
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
@@ -30,23 +31,37 @@ def size(request: pytest.FixtureRequest) -> tuple[int, int]:
 async def _cases_ready(pilot: Pilot) -> None:
     hosts = pilot.app.screen.query_one("#run-hosts", Static)
     await wait_for(pilot, lambda: "localhost" in plain(hosts))
+    await pilot.app.workers.wait_for_complete()  # the suites read
 
 
 def test_cases_screen(snap_compare, tmp_path: Path, size: tuple[int, int]) -> None:
-    app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
+    app = suites_app(tmp_path, tiny_suites(tmp_path))
     assert snap_compare(app, terminal_size=size, run_before=_cases_ready)
 
 
 def test_cases_screen_light_theme_with_a_bad_override(
     snap_compare, tmp_path: Path, size: tuple[int, int]
 ) -> None:
-    app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
+    app = suites_app(tmp_path, tiny_suites(tmp_path))
 
     async def before(pilot: Pilot) -> None:
         pilot.app.theme = "textual-light"
         await _cases_ready(pilot)
         await pilot.press("down", "space", "o", *"steps=0 interval_s=0.5")
         await pilot.press("home")
+
+    assert snap_compare(app, terminal_size=size, run_before=before)
+
+
+def test_suite_on_the_cases_screen(snap_compare, tmp_path: Path, size: tuple[int, int]) -> None:
+    """The tiny suite with its one chip marked: its runs and the batch command; above it
+    a suite that cannot be read."""
+    app = suites_app(tmp_path, tiny_suites(tmp_path))
+
+    async def before(pilot: Pilot) -> None:
+        await _cases_ready(pilot)
+        await go_to(pilot, ("chip", ("tiny", "cpu/CPU")))
+        await pilot.press("space")
 
     assert snap_compare(app, terminal_size=size, run_before=before)
 

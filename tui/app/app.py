@@ -36,6 +36,7 @@ class AppConfig:
     results_dir: Path
     data_root: Path
     cases_dir: Path = paths.CASES_DIR
+    suites_dir: Path = paths.SUITES_DIR
     # Served in a browser without --allow-write: no provisioning (root on the hosts) and
     # exports only to the results directory, never to a path typed in the page.
     read_only: bool = False
@@ -71,7 +72,9 @@ class FleetperfApp(App[int]):
         self.feed = RunFeed()
         self.batches: list[Batch] = []
         # Everything the screens ask of hosts, runs and the store goes through the engine.
-        self.session = Session(config.inventory, config.results_dir, config.data_root)
+        self.session = Session(
+            config.inventory, config.results_dir, config.data_root, config.cases_dir
+        )
         self._shown_modes = {self.DEFAULT_MODE}
 
     def on_ready(self) -> None:

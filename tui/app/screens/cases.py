@@ -1,7 +1,9 @@
-"""Cases: pick cases and vendor configs, see what they resolve to, edit overrides, launch."""
+"""Cases: pick cases and vendor configs, see what they resolve to, edit overrides, launch;
+pick a suite and its chips and run it."""
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -16,14 +18,17 @@ from textual.widgets import Footer, Header, Input, Label, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from tui.app.safe import literal
+from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.widgets.picktree import PickTree
 from tui.catalog import catalog
+from tui.catalog.suites import Suite, load_suite, suite_names
 from tui.core.errors import UserInputError
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
 
 Pick = tuple[str, str]  # (case, vendor/CHIPxNxP)
+Chip = tuple[str, str]  # (suite, vendor/CHIP)
 
 
 class CasesScreen(Screen[None]):
@@ -31,12 +36,18 @@ class CasesScreen(Screen[None]):
     the detail pane shows the highlighted one resolved with your overrides. Overrides are
     KEY=VALUE pairs separated by spaces, checked as --set is in batch mode. Launch (l, or
     enter in the overrides field) runs every marked config (or the highlighted one) on the
-    inventory's hosts; enter on the tree folds a case."""
+    inventory's hosts; enter on the tree folds a case. Suites, under the cases, are named
+    lists of case x config runs (docs/suites.md): space marks a suite's chips, as --config
+    picks them (none marked: every run); Run suite (s) asks, then starts the runs of the
+    highlighted suite that fleetperf --batch --suite would, with the overrides and repeat."""
 
     TITLE = "Cases"
     BINDINGS = [
         Binding("l", "launch", "Launch", id="cases.launch"),
-        Binding("o", "edit_overrides", "Overrides", id="cases.overrides"),
+        Binding("s", "run_suite", "Run suite…", id="cases.suite"),
+        # Not in the footer (the field's title names its key): at 80 columns the footer
+        # then still holds every key of the screen and the screens' group whole.
+        Binding("o", "edit_overrides", "Overrides", show=False, id="cases.overrides"),
         Binding("escape", "focus_tree", "Back to tree", show=False, id="cases.tree"),
     ]
 
@@ -46,6 +57,10 @@ class CasesScreen(Screen[None]):
         super().__init__()
         self.marked: set[Pick] = set()
         self.current: Pick | None = None
+        self.suites: dict[str, Suite] = {}  # those that loaded, by name
+        self.chips: set[Chip] = set()  # marked chips
+        self.suite: str | None = None  # the highlighted suite (or one of its chips)
+        self.suites_node: TreeNode | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -78,7 +93,12 @@ class CasesScreen(Screen[None]):
                 continue
             node = tree.root.add(literal(name), data=("case", name), expand=True)
             for ref in catalog.config_refs(case):
-                node.add_leaf(self._label((name, ref)), data=("config", (name, ref)))
+                node.add_leaf(self._label((name, ref), self.marked), data=("config", (name, ref)))
+        self.suites_node = tree.root.add(
+            literal("Suites", style="bold"), data=("suites", None), expand=True
+        )
+        self.suites_node.add_leaf(literal("reading...", style="dim"))
+        self._read_suites()
         tree.focus()
         first = next((n for n in tree.root.children if n.data and n.data[0] == "case"), None)
         if first is not None and first.children:
@@ -86,41 +106,84 @@ class CasesScreen(Screen[None]):
             self.current = first.children[0].data[1]
             self.refresh_detail()
 
+    @work(thread=True, exclusive=True, group="suites")
+    def _read_suites(self) -> None:
+        """Every suite, read as --batch --suite reads it (each of its cases and configs
+        loaded): a few hundred ms for the shipped ones, so off the event loop."""
+        config = self.app.config
+        loaded: list[tuple[str, Suite | str]] = []  # a suite, or why it cannot be read
+        for name in suite_names(config.suites_dir):
+            try:
+                loaded.append((name, load_suite(name, config.suites_dir, config.cases_dir)))
+            except UserInputError as exc:
+                loaded.append((name, str(exc)))
+        self.app.call_from_thread(self._add_suites, loaded)
+
+    def _add_suites(self, loaded: list[tuple[str, Suite | str]]) -> None:
+        node = self.suites_node
+        assert node is not None  # added on mount, before the worker starts
+        node.remove_children()
+        for name, suite in loaded:
+            if isinstance(suite, str):
+                node.add_leaf(literal(f"{name}  (invalid)", style="red"), data=("error", suite))
+                continue
+            self.suites[name] = suite
+            branch = node.add(literal(name), data=("suite", name), expand=True)
+            for chip in suite.chips:
+                branch.add_leaf(self._label((name, chip), self.chips), data=("chip", (name, chip)))
+        if not loaded:
+            where = self.app.config.suites_dir
+            node.add_leaf(literal(f"none in {where}", style="dim"))
+
     # -- selection ------------------------------------------------------------------
 
-    def _label(self, pick: Pick) -> Text:
-        mark = "[x]" if pick in self.marked else "[ ]"
-        return literal(f"{mark} {pick[1]}", style="bold" if pick in self.marked else "")
+    @staticmethod
+    def _label(pick: Pick | Chip, marks: set) -> Text:
+        mark = "[x]" if pick in marks else "[ ]"
+        return literal(f"{mark} {pick[1]}", style="bold" if pick in marks else "")
 
-    def _configs(self, node: TreeNode) -> list[TreeNode]:
-        kind, _ = node.data or (None, None)
-        if kind == "config":
+    def _leaves(self, node: TreeNode) -> list[TreeNode]:
+        """What space marks on ``node``: itself (a config, a chip) or its configs or chips."""
+        if node.data and node.data[0] in ("config", "chip"):
             return [node]
-        return [c for c in node.children if c.data and c.data[0] == "config"]
+        return [c for c in node.children if c.data and c.data[0] in ("config", "chip")]
 
     def action_toggle(self) -> None:
         node = self.query_one(Tree).cursor_node
-        if node is None:
+        leaves = self._leaves(node) if node is not None else []
+        if not leaves:
             return
-        leaves = self._configs(node)
+        kind = leaves[0].data[0]  # a case has configs, a suite chips
+        marks = self.chips if kind == "chip" else self.marked
         picks = [leaf.data[1] for leaf in leaves]
-        on_all = all(p in self.marked for p in picks)
+        on_all = all(p in marks for p in picks)
         for leaf, pick in zip(leaves, picks, strict=True):
-            (self.marked.discard if on_all else self.marked.add)(pick)
-            leaf.set_label(self._label(pick))
-        self.sub_title = f"{len(self.marked)} marked"
+            (marks.discard if on_all else marks.add)(pick)
+            leaf.set_label(self._label(pick, marks))
+        if kind == "chip":
+            self.refresh_detail()  # the suite's runs on the chips now marked
+        else:
+            self.sub_title = f"{len(self.marked)} marked"
 
     @on(Tree.NodeHighlighted)
     def _highlighted(self, event: Tree.NodeHighlighted) -> None:
         kind, value = event.node.data or (None, None)
+        self.suite = None
         if kind == "config":
             self.current = value
         elif kind == "case":
-            configs = self._configs(event.node)
+            configs = self._leaves(event.node)
             self.current = configs[0].data[1] if configs else None
+        elif kind in ("suite", "chip"):
+            self.current = None
+            self.suite = value if kind == "suite" else value[0]
+        elif kind == "suites":
+            self.current = None
+            self._show(_suites_table(list(self.suites.values())))
+            return
         elif kind == "error":
             self.current = None
-            self.query_one("#case-info", Static).update(literal(value, style="red"))
+            self._show(literal(value, style="red"))
             return
         self.refresh_detail()
 
@@ -132,8 +195,8 @@ class CasesScreen(Screen[None]):
 
     # -- detail -----------------------------------------------------------------------
 
-    @on(Input.Changed, "#overrides")
-    def _overrides_changed(self) -> None:
+    @on(Input.Changed)
+    def _field_changed(self) -> None:
         self.refresh_detail()
 
     @on(Input.Submitted)
@@ -144,8 +207,23 @@ class CasesScreen(Screen[None]):
         """The overrides typed so far; CatalogError with batch mode's message if bad."""
         return catalog.parse_sets(self.query_one("#overrides", Input).value.split())
 
+    def _show(
+        self, info: Text | Table, resolved: Text | Table | str = "", hosts: Text | str = ""
+    ) -> None:
+        self.query_one("#case-info", Static).update(info)
+        self.query_one("#resolved", Static).update(resolved)
+        self.query_one("#run-hosts", Static).update(hosts)
+
+    def _override_error(self, exc: UserInputError | None) -> None:
+        """Batch mode's message for bad overrides under the field, or nothing."""
+        self.query_one("#override-error", Label).update(literal(exc) if exc else "")
+        self.query_one("#override-error", Label).set_class(exc is not None, "error")
+        self.query_one("#overrides", Input).set_class(exc is not None, "invalid")
+
     def refresh_detail(self) -> None:
-        error = self.query_one("#override-error", Label)
+        if self.suite is not None:
+            self._show_suite(self.suites[self.suite])
+            return
         if self.current is None:
             return
         case_name, ref = self.current
@@ -161,14 +239,10 @@ class CasesScreen(Screen[None]):
             sets = self._sets()
             spec = catalog.resolve(case, config, sets)
         except UserInputError as exc:
-            error.update(literal(exc))
-            error.add_class("error")
-            self.query_one("#overrides", Input).add_class("invalid")
+            self._override_error(exc)
             spec, sets = catalog.resolve(case, config), {}
         else:
-            error.update("")
-            error.remove_class("error")
-            self.query_one("#overrides", Input).remove_class("invalid")
+            self._override_error(None)
         self.query_one("#resolved", Static).update(_resolved(spec, config, sets))
         self._show_hosts(spec)
 
@@ -195,23 +269,98 @@ class CasesScreen(Screen[None]):
             return
         self.app.call_from_thread(self.refresh_detail)
 
+    def marked_chips(self, suite: Suite) -> list[str]:
+        return sorted(chip for name, chip in self.chips if name == suite.name)
+
+    def suite_runs(self, suite: Suite) -> list[Pick]:
+        """The runs Run suite starts: the suite's on its marked chips (none: all)."""
+        return suite.pick(self.marked_chips(suite))
+
+    def _show_suite(self, suite: Suite) -> None:
+        try:
+            self._sets()
+        except UserInputError as exc:
+            self._override_error(exc)
+        else:
+            self._override_error(None)
+        chips = self.marked_chips(suite)
+        runs = self.suite_runs(suite)
+        self._show(
+            _suite_info(suite, chips, len(runs)),
+            _runs_table(runs),
+            literal(f"Batch mode: {self._command(suite, chips)}"),
+        )
+
+    def _command(self, suite: Suite, chips: list[str]) -> str:
+        """The --batch command line that starts the same runs."""
+        words = ["fleetperf", "--batch", "--suite", suite.name]
+        for chip in chips:
+            words += ["--config", chip]
+        for item in self.query_one("#overrides", Input).value.split():
+            words += ["--set", item]
+        repeat = self.query_one("#repeat", Input).value
+        if repeat != "1":
+            words += ["--repeat", repeat]
+        return shlex.join(words)
+
     # -- launch -----------------------------------------------------------------------
 
     def action_launch(self) -> None:
         picks = sorted(self.marked) or ([self.current] if self.current else [])
         if not picks:
-            self.notify("Mark a config first (space).", severity="warning")
+            on_suite = "On a suite, s (Run suite…) starts its runs."
+            hint = on_suite if self.suite else "Mark a config first (space)."
+            self.notify(hint, severity="warning")
             return
+        checked = self._checked(picks)
+        if checked is not None:
+            self._launch(picks, *checked)
+
+    def action_run_suite(self) -> None:
+        tree = self.query_one(Tree)
+        node = tree.cursor_node
+        if node is not None and node.parent is self.suites_node and node.data:
+            kind, error = node.data
+            if kind == "error":  # a suite that cannot be read
+                self.notify(error, title="Not launched", severity="error", timeout=10)
+                return
+        if self.suite is None:
+            tree.move_cursor(self.suites_node)
+            tree.focus()
+            self.notify("Pick a suite under Suites (space marks its chips), then s again.")
+            return
+        suite = self.suites[self.suite]
+        runs = self.suite_runs(suite)
+        checked = self._checked(runs)
+        if checked is None:
+            return
+        sets, repeat = checked
+        chips = self.marked_chips(suite)
+        question = (
+            f"Start suite {suite.name}: {len(runs) * repeat} run(s)"
+            f" on {', '.join(chips or suite.chips)}?"
+            f" The same runs as: {self._command(suite, chips)}"
+        )
+
+        def answer(yes: bool | None) -> None:
+            if yes:
+                self._launch(runs, sets, repeat)
+
+        self.app.push_screen(ConfirmScreen(question, yes="Start", no="Cancel"), answer)
+
+    def _checked(self, picks: list[Pick]) -> tuple[dict, int] | None:
+        """The overrides and repeat, checked with every run as plan() checks them, before
+        any worker; None (and the message shown) if refused."""
         try:
             sets = self._sets()
             repeat = int(self.query_one("#repeat", Input).value or "0")
-            for case_name, ref in picks:  # the same checks as plan(), before any worker
+            for case_name, ref in picks:
                 case = catalog.load_case(case_name, self.app.config.cases_dir)
                 catalog.resolve(case, catalog.load_config(case, ref), sets)
         except UserInputError as exc:
             self.notify(str(exc), title="Not launched", severity="error")
-            return
-        self._launch(picks, sets, repeat)
+            return None
+        return sets, repeat
 
     @work(thread=True, exclusive=True, group="launch")
     def _launch(self, picks: list[Pick], sets: dict, repeat: int) -> None:
@@ -265,4 +414,47 @@ def _resolved(spec: catalog.RunSpec, config: catalog.VendorConfig, sets: dict) -
         else:
             where, style = "default", ""
         table.add_row(literal(key), literal(repr(value)), where, style=style)
+    return table
+
+
+def _suites_table(suites: list[Suite]) -> Table:
+    table = Table(
+        title="Suites (docs/suites.md): fleetperf --batch --suite NAME",
+        title_justify="left",
+        expand=True,
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("suite")
+    table.add_column("runs", justify="right")
+    table.add_column("description")
+    for suite in suites:
+        table.add_row(literal(suite.name), str(len(suite.pairs)), literal(suite.description))
+    return table
+
+
+def _suite_info(suite: Suite, chips: list[str], n_runs: int) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column()
+    all_chips = ", ".join(suite.chips)
+    if chips:
+        shown = f"{len(chips)} of {len(suite.chips)} marked: {', '.join(chips)}"
+    else:
+        shown = f"none marked: all {len(suite.chips)} ({all_chips})"
+    for key, value in (
+        ("Suite", suite.name),
+        ("About", suite.description or "-"),
+        ("Chips", shown),
+        ("Runs", f"{n_runs} of {len(suite.pairs)}"),
+    ):
+        table.add_row(key, literal(value))
+    return table
+
+
+def _runs_table(runs: list[Pick]) -> Table:
+    table = Table(title="The runs Run suite (s) starts", title_justify="left", box=box.SIMPLE_HEAD)
+    table.add_column("case")
+    table.add_column("config")
+    for case_name, ref in runs:
+        table.add_row(literal(case_name), literal(ref))
     return table
