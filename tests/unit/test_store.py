@@ -1,5 +1,7 @@
-"""The results store on a real SQLite file: round trips, filters, history, migration,
-and two controllers writing at once."""
+"""The results store on a real SQLite file and, where the test is about the store's
+behaviour rather than the file, on a real PostgreSQL too (tests/pgcluster.py): round trips,
+filters, history, migration of every older SQLite schema, and two controllers writing at
+once."""
 
 from __future__ import annotations
 
@@ -10,14 +12,42 @@ import sys
 import time
 from pathlib import Path
 
+import psycopg
 import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from conftest import REPO
+from pgcluster import pg, pg_template  # noqa: F401 (fixtures)
 from seed_records import PEAK, llama_finetune, seed001_records, store_at_version
 
 from tui.engine.session import check_run_id
 from tui.executors.base import new_run_id
 from tui.results.store import SCHEMA_VERSION, ResultStore, StoreError, controller_id
+from tui.results.storedb import BASELINE, HEAD, MIGRATIONS, metadata
 from tui.results.tables import short_id
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new store's location on each backend: a file path, or a new database's URL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "fleetperf.sqlite")
+    return request.getfixturevalue("pg").create_database("fleetperf")
+
+
+def scalars(where: str, sql: str) -> list[object]:
+    """The first column of ``sql``'s rows, read past the store (its own driver)."""
+    if "://" in where:
+        with psycopg.connect(where) as pg_conn:
+            return [row[0] for row in pg_conn.execute(sql)]
+    conn = sqlite3.connect(where)
+    try:
+        return [row[0] for row in conn.execute(sql)]
+    finally:
+        conn.close()
 
 
 def test_roundtrip_and_reopen(tmp_path: Path) -> None:
@@ -36,11 +66,22 @@ def test_roundtrip_and_reopen(tmp_path: Path) -> None:
         assert store.get("r4").batch_id == "batch-1"
 
 
-def test_two_open_stores_see_each_others_writes(tmp_path: Path) -> None:
-    # The TUI keeps the store open while a cron batch writes to the same file.
-    path = tmp_path / "fleetperf.sqlite"
+def test_roundtrip_on_each_backend(where: str) -> None:
+    records = seed001_records()
+    with ResultStore(where) as store:
+        for record in records:
+            store.add(record)
+        assert store.get("r3") == records[2]
+        assert store.get("missing") is None
+    with ResultStore(where) as store:  # a fresh connection reads the same database
+        assert store.list() == records
+        assert store.get("r4") == records[3]
+
+
+def test_two_open_stores_see_each_others_writes(where: str) -> None:
+    # The TUI keeps the store open while a cron batch writes to the same store.
     first, second = seed001_records()[:2]
-    with ResultStore(path) as tui_store, ResultStore(path) as batch_store:
+    with ResultStore(where) as tui_store, ResultStore(where) as batch_store:
         assert tui_store.list() == []
         batch_store.add(first)
         assert tui_store.list() == [first]
@@ -56,13 +97,49 @@ def test_schema_version_and_wal(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        assert {"runs", "metrics"} <= tables
+        assert tables == {"runs", "metrics", "alembic_version"}
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(BASELINE,)]
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
         conn.commit()
     finally:
         conn.close()
-    with pytest.raises(StoreError, match="newer"):
+    with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 1} is newer"):
         ResultStore(path)
+
+
+def test_the_migrations_make_the_tables_the_store_queries(where: str) -> None:
+    """HEAD (what an up-to-date store holds) is the newest revision, and the revisions make
+    exactly the tables, columns and indexes of the store's own MetaData."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    assert ScriptDirectory.from_config(config).get_heads() == [HEAD]
+    ResultStore(where).close()
+    url = where.replace("postgresql:", "postgresql+psycopg:") if "://" in where else None
+    engine = sa.create_engine(url or f"sqlite:///{where}")
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).all() == [
+                (HEAD,)
+            ]
+            context = MigrationContext.configure(conn, opts={"compare_type": True})
+            assert compare_metadata(context, metadata) == []
+    finally:
+        engine.dispose()
+
+
+def test_a_store_of_a_newer_revision_is_refused_unchanged(where: str) -> None:
+    ResultStore(where).close()
+    if "://" in where:
+        with psycopg.connect(where) as conn:
+            conn.execute("UPDATE alembic_version SET version_num = 'v99'")
+    else:
+        conn = sqlite3.connect(where)
+        conn.execute("UPDATE alembic_version SET version_num = 'v99'")
+        conn.commit()
+        conn.close()
+    with pytest.raises(StoreError, match=r": schema revision v99 is newer than this fleetperf's"):
+        ResultStore(where)
+    assert scalars(where, "SELECT version_num FROM alembic_version") == ["v99"]
 
 
 def test_not_a_store(tmp_path: Path) -> None:
@@ -72,16 +149,12 @@ def test_not_a_store(tmp_path: Path) -> None:
         ResultStore(path)
 
 
-def test_metrics_table_has_one_row_per_known_metric(tmp_path: Path) -> None:
-    path = tmp_path / "fleetperf.sqlite"
-    with ResultStore(path) as store:
+def test_metrics_table_has_one_row_per_known_metric(where: str) -> None:
+    with ResultStore(where) as store:
         store.add(seed001_records()[2])
-    conn = sqlite3.connect(path)
-    try:
-        rows = dict(conn.execute("SELECT name, value FROM metrics WHERE run_id = 'r3'"))
-    finally:
-        conn.close()
-    assert rows == {
+    names = scalars(where, "SELECT name FROM metrics WHERE run_id = 'r3' ORDER BY name")
+    values = scalars(where, "SELECT value FROM metrics WHERE run_id = 'r3' ORDER BY name")
+    assert dict(zip(names, values, strict=True)) == {
         "e2e_time": 720.8,
         "p_whole": 283.7,
         "p_train": 286.1,
@@ -92,8 +165,7 @@ def test_metrics_table_has_one_row_per_known_metric(tmp_path: Path) -> None:
     }
 
 
-def test_add_replaces_run_and_its_metrics(tmp_path: Path) -> None:
-    path = tmp_path / "fleetperf.sqlite"
+def test_add_replaces_run_and_its_metrics(where: str) -> None:
     first = seed001_records()[0]
     rerun = first.model_validate(
         {
@@ -103,22 +175,18 @@ def test_add_replaces_run_and_its_metrics(tmp_path: Path) -> None:
             "metrics": {"e2e_time": 12.5},
         }
     )
-    with ResultStore(path) as store:
+    with ResultStore(where) as store:
         store.add(first)
         store.add(rerun)
         assert store.list() == [rerun]
         assert store.get("r1").metrics["p_core"] is None
-    conn = sqlite3.connect(path)
-    try:
-        assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
-        assert conn.execute("SELECT name FROM metrics").fetchall() == [("e2e_time",)]
-    finally:
-        conn.close()
+    assert scalars(where, "SELECT count(*) FROM runs") == [1]
+    assert scalars(where, "SELECT name FROM metrics") == ["e2e_time"]
 
 
-def test_list_filters_and_limit(tmp_path: Path) -> None:
+def test_list_filters_and_limit(where: str) -> None:
     records = seed001_records() + [llama_finetune("l1", {}, {"loss": 1.64})]
-    with ResultStore(tmp_path / "fleetperf.sqlite") as store:
+    with ResultStore(where) as store:
         for record in reversed(records):  # insertion order does not matter: started does
             store.add(record)
         assert [r.run_id for r in store.list()] == ["r1", "r2", "r3", "r4", "l1"]
@@ -127,10 +195,23 @@ def test_list_filters_and_limit(tmp_path: Path) -> None:
         assert [r.run_id for r in store.list(batch_id="batch-1")] == ["r4"]
         assert store.list(limit=0) == []
         assert store.list(case="nope") == []
+        assert [r.run_id for r in store.list(status="passed", limit=1)] == ["l1"]
+        assert [r.metrics["loss"] for r in store.list(limit=1)] == [1.64]  # its own metrics
 
 
-def test_metric_history(tmp_path: Path) -> None:
-    with ResultStore(tmp_path / "fleetperf.sqlite") as store:
+def test_run_ids_sort_byte_wise_on_each_backend(where: str) -> None:
+    # The test cluster's databases sort text as people read it (ICU en-US: "a" < "B");
+    # the store's keys sort as SQLite does ("B" < "a"), whatever the locale.
+    base = seed001_records()[0]
+    with ResultStore(where) as store:
+        for run_id in ("a-1", "B-1", "_-1", "b-1"):
+            store.add(base.model_copy(update={"run_id": run_id}))
+        assert [r.run_id for r in store.list()] == ["B-1", "_-1", "a-1", "b-1"]
+        assert [p.run_id for p in store.metric_history("p_core")] == ["B-1", "_-1", "a-1", "b-1"]
+
+
+def test_metric_history(where: str) -> None:
+    with ResultStore(where) as store:
         for record in seed001_records():
             store.add(record)
         history = store.metric_history("p_core", case="distilbert-pytorch", config="A100x1x8")
@@ -139,12 +220,12 @@ def test_metric_history(tmp_path: Path) -> None:
         assert store.metric_history("bogus") == []
 
 
-def test_failed_add_leaves_store_unchanged(tmp_path: Path) -> None:
-    with ResultStore(tmp_path / "fleetperf.sqlite") as store:
+def test_failed_add_leaves_store_unchanged(where: str) -> None:
+    with ResultStore(where) as store:
         record = seed001_records()[0]
         store.add(record)
         broken = record.model_copy(update={"status": "exploded"})  # bypasses validation
-        with pytest.raises(sqlite3.IntegrityError):
+        with pytest.raises(sa.exc.IntegrityError):
             store.add(broken)
         assert store.list() == [record]
 
@@ -160,23 +241,19 @@ with ResultStore(sys.argv[1]) as store:
 """
 
 
-def test_two_controllers_writing_at_once_keep_every_record(tmp_path: Path) -> None:
-    path = tmp_path / "fleetperf.sqlite"
+def test_two_controllers_writing_at_once_keep_every_record(where: str) -> None:
     env = {"PYTHONPATH": f"{REPO}:{REPO / 'tests'}", "PATH": "/usr/bin:/bin"}
     procs = [
-        subprocess.Popen([sys.executable, "-c", _WRITER, str(path), name, "40"], env=env)
+        subprocess.Popen([sys.executable, "-c", _WRITER, where, name, "40"], env=env)
         for name in ("cron-a", "cron-b")
     ]
     assert [p.wait(timeout=120) for p in procs] == [0, 0]
-    with ResultStore(path) as store:
+    with ResultStore(where) as store:
         ids = {r.run_id for r in store.list()}
     assert ids == {f"{n}-{i}" for n in ("cron-a", "cron-b") for i in range(40)}
-    conn = sqlite3.connect(path)
-    try:
-        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        assert conn.execute("SELECT count(*) FROM metrics").fetchone()[0] == 80 * 7
-    finally:
-        conn.close()
+    assert scalars(where, "SELECT count(*) FROM metrics") == [80 * 7]
+    if "://" not in where:
+        assert scalars(where, "PRAGMA integrity_check") == ["ok"]
 
 
 _OPENER = """
@@ -245,6 +322,53 @@ def test_a_version_1_store_is_migrated_with_its_runs(tmp_path: Path) -> None:
         assert conn.execute("SELECT count(*) FROM metrics WHERE run_id = 'old'").fetchone()[0] == 0
     finally:
         conn.close()
+
+
+# The column each hand-migrated schema added: a store of version v lacks those after v.
+_ADDED_IN = {
+    "hp": 3,
+    "synthetic_data": 4,
+    "slurm": 5,
+    "verdict": 6,
+    "peak": 7,
+    "config_env": 8,
+    "smoke": 9,
+    "monitoring": 10,
+}
+
+
+def _columns(path: Path) -> list[str]:
+    return scalars(str(path), "SELECT name FROM pragma_table_info('runs') ORDER BY name")
+
+
+@pytest.mark.parametrize("version", range(2, 11))
+def test_every_older_sqlite_store_is_upgraded_with_its_runs(tmp_path: Path, version: int) -> None:
+    """A store as fleetperf of schema ``version`` (2..10, before Alembic) left it: its
+    columns then, no alembic_version table. It opens, gains what it lacks and keeps its runs;
+    Alembic's baseline is stamped on it, and PRAGMA user_version marks it Alembic's."""
+    fresh, path = tmp_path / "fresh.sqlite", tmp_path / "old.sqlite"
+    records = seed001_records()
+    ResultStore(fresh).close()
+    with ResultStore(path) as store:
+        for record in records:
+            store.add(record)
+    conn = sqlite3.connect(path)
+    for column, added in _ADDED_IN.items():
+        if added > version:
+            conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+    if version == 2:  # the raw load average, before it was divided per CPU
+        conn.execute("ALTER TABLE runs RENAME COLUMN load_per_cpu TO load_avg")
+        conn.execute("UPDATE runs SET load_avg = 3.5")
+    conn.executescript(f"DROP TABLE alembic_version; PRAGMA user_version = {version};")
+    conn.close()
+    with ResultStore(path) as store:
+        assert store.list() == records
+        store.add(llama_finetune("l1", {"bs": 1}, {"loss": 1.5}))
+        assert store.get("l1").metrics["loss"] == 1.5
+    assert _columns(path) == _columns(fresh)
+    assert scalars(str(path), "PRAGMA user_version") == [SCHEMA_VERSION]
+    assert scalars(str(path), "SELECT version_num FROM alembic_version") == [BASELINE]
+    assert scalars(str(path), "SELECT count(*) FROM runs WHERE load_per_cpu IS NOT NULL") == [0]
 
 
 def test_a_version_6_store_gains_the_peak_and_keeps_it(tmp_path: Path) -> None:
@@ -322,21 +446,21 @@ with ResultStore(sys.argv[1]) as store:
 """
 
 
-def test_only_the_controller_that_created_a_run_replaces_it(tmp_path: Path) -> None:
-    path = tmp_path / "fleetperf.sqlite"
+def test_only_the_controller_that_created_a_run_replaces_it(where: str) -> None:
     env = {"PYTHONPATH": f"{REPO}:{REPO / 'tests'}", "PATH": "/usr/bin:/bin"}
-    argv = [sys.executable, "-c", _OWNER, str(path)]
+    argv = [sys.executable, "-c", _OWNER, where]
     with subprocess.Popen(
         argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     ) as owner:
         assert owner.stdout.readline() == "running\n"
-        with ResultStore(path) as store:
+        with ResultStore(where) as store:
             theirs = store.get("r1")
             assert theirs.controller != controller_id()  # another process: another lease
             mine = seed001_records()[0].model_copy(update={"controller": controller_id()})
             with pytest.raises(StoreError, match=r"run r1 belongs to another controller"):
                 store.add(mine)
             assert store.get("r1") == theirs
+            assert not store.interrupt(mine, "not mine to judge")  # another's lease: kept
             owner.communicate("done\n", timeout=60)
             assert owner.returncode == 0
             assert store.get("r1") == theirs.model_copy(update={"status": "passed"})
@@ -352,14 +476,14 @@ def test_run_ids_carry_64_random_bits_and_a_short_form() -> None:
     assert len(set(tokens)) == len(tokens)
 
 
-def test_resolve_takes_a_unique_prefix_or_the_tables_short_form(tmp_path: Path) -> None:
+def test_resolve_takes_a_unique_prefix_or_the_tables_short_form(where: str) -> None:
     """Issue 29 point 4: the whole id, any unique prefix of it, or the short form the
     tables show (a prefix of the random tail); several matches are refused with them."""
     r1, r2, r3 = seed001_records()[:3]
     one = "20261121-100000-distilbert-pytorch-3fa2c01d9e4b7a65"
     two = "20261121-100000-distilbert-pytorch-3fb7000000000000"
     other = "20261122-090000-glm-pytorch-0a0b0c0d0e0f1011"
-    with ResultStore(tmp_path / "fleetperf.sqlite") as store:
+    with ResultStore(where) as store:
         for record, run_id in ((r1, one), (r2, two), (r3, other)):
             store.add(record.model_copy(update={"run_id": run_id}))
         assert store.resolve(one) == one
@@ -372,7 +496,7 @@ def test_resolve_takes_a_unique_prefix_or_the_tables_short_form(tmp_path: Path) 
         assert str(ambiguous.value) == (
             f"run '3f' is ambiguous: 2 runs match ({one}, {two}); give more of the id"
         )
-        with pytest.raises(StoreError, match=r"^no run 'fec4' in .*fleetperf\.sqlite$"):
+        with pytest.raises(StoreError, match=r"^no run 'fec4' in .*fleetperf(\.sqlite)?$"):
             store.resolve("fec4")
         with pytest.raises(StoreError, match="^no run '' in"):
             store.resolve("")

@@ -1,86 +1,31 @@
-"""The SQLite results store: one row per run, one row per known metric value.
+"""The results store: one row per run, one row per known metric value, in a SQLite file
+(the default, nothing to set up) or a PostgreSQL database several controllers share.
 
-WAL and IMMEDIATE write transactions let several controllers (the app, cron batches)
-write one file at once: writers wait for each other instead of failing late.
-Controller code: no torch, no textual.
+SQLite: WAL and IMMEDIATE write transactions let several controllers (the app, cron
+batches) write one file at once: writers wait for each other instead of failing late.
+PostgreSQL: one run's replacement is a conditional upsert, so two controllers never
+overwrite each other's run. docs/store.md. Controller code: no torch, no textual.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple, Self
 
-from tui.core import liveness, safefile
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+
+from tui.core import liveness
 from tui.core.errors import StoreError
 from tui.results.record import RunRecord
+from tui.results.storedb import SCHEMA_VERSION, Target, metrics, open_engine, reason, runs
 
-SCHEMA_VERSION = 10
-BUSY_TIMEOUT_S = 60.0  # how long one controller waits for another's write
+__all__ = ["SCHEMA_VERSION", "MetricPoint", "ResultStore", "StoreError"]
+
 RESOLVE_SHOWN = 5  # an ambiguous run id: the matches named in the refusal
-
-_RUNS = """CREATE TABLE runs (
-    run_id         TEXT PRIMARY KEY,
-    batch_id       TEXT,
-    case_name      TEXT NOT NULL,
-    vendor         TEXT NOT NULL,
-    config         TEXT NOT NULL,
-    chip           TEXT NOT NULL,
-    nnodes         INTEGER NOT NULL,
-    nproc_per_node INTEGER NOT NULL,
-    hosts          TEXT NOT NULL,  -- JSON list
-    status         TEXT NOT NULL CHECK (status IN
-                       ('passed', 'failed', 'aborted', 'running', 'interrupted')),
-    error          TEXT,
-    started        TEXT NOT NULL,  -- ISO-8601 UTC, ...Z: sorts as text
-    finished       TEXT,
-    precision      TEXT,
-    fix_hp         TEXT NOT NULL,  -- JSON object
-    hp             TEXT NOT NULL DEFAULT '{}',  -- JSON object
-    config_env     TEXT NOT NULL DEFAULT '{}',  -- JSON object: the config's env
-    notes          TEXT NOT NULL,  -- JSON list
-    environment    TEXT NOT NULL,  -- JSON object
-    executor       TEXT,
-    image          TEXT,
-    slurm          TEXT NOT NULL DEFAULT 'null',  -- JSON object or null (executor slurm)
-    load_per_cpu   REAL,
-    synthetic_data INTEGER,  -- 1, 0, or NULL: not known
-    smoke          INTEGER NOT NULL DEFAULT 0,  -- 1: a --smoke run (not judged)
-    case_metrics   TEXT NOT NULL,  -- JSON list of metric definitions
-    report_columns TEXT NOT NULL,  -- JSON list
-    short_names    TEXT NOT NULL,  -- JSON object
-    run_dir        TEXT,
-    inventory      TEXT,
-    controller     TEXT,
-    cleaned        INTEGER NOT NULL DEFAULT 0,
-    verdict        TEXT NOT NULL DEFAULT 'null',  -- JSON object or null (tui/results/references.py)
-    peak           TEXT NOT NULL DEFAULT 'null',  -- JSON object or null: what MFU divides
-    monitoring     TEXT NOT NULL DEFAULT 'null'  -- JSON object or null: energy, monitoring
-)"""
-_METRICS = """CREATE TABLE metrics (
-    run_id TEXT NOT NULL REFERENCES runs (run_id) ON DELETE CASCADE,
-    name   TEXT NOT NULL,
-    value  REAL NOT NULL,
-    PRIMARY KEY (run_id, name)
-)"""
-_INDEXES = (
-    "CREATE INDEX IF NOT EXISTS runs_by_case ON runs (case_name, started)",
-    "CREATE INDEX IF NOT EXISTS runs_by_batch ON runs (batch_id)",
-    "CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status)",
-    "CREATE INDEX IF NOT EXISTS metrics_by_name ON metrics (name, run_id)",
-)
-# Version 1 columns (a v1 store is migrated on open).
-_V1_COLUMNS = (
-    "run_id, batch_id, case_name, vendor, config, chip, nnodes, nproc_per_node, hosts, "
-    "status, error, started, finished, precision, fix_hp, report_columns, short_names, "
-    "notes, run_dir"
-)
 
 # Record field -> column, where the name differs ("case" is an SQL keyword).
 _COLUMN = {"case": "case_name", "columns": "report_columns"}
@@ -100,12 +45,6 @@ _JSON_FIELDS = (
     "peak",
     "monitoring",
 )
-_COLUMNS = tuple(_COLUMN.get(f, f) for f in _RUN_FIELDS)
-_UPSERT_RUN = (
-    f"INSERT INTO runs ({', '.join(_COLUMNS)}) "
-    f"VALUES ({', '.join(':' + c for c in _COLUMNS)}) "
-    "ON CONFLICT (run_id) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
-)
 
 
 class MetricPoint(NamedTuple):
@@ -120,43 +59,25 @@ class MetricPoint(NamedTuple):
 
 
 class ResultStore:
-    """Run records in one SQLite file, safe to share between threads and processes."""
+    """Run records in one database, safe to share between threads and processes.
+    ``where``: a SQLite file's path, ``sqlite:///PATH`` or ``postgresql://...``."""
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        safefile.make_dirs(self.path.parent)  # the results directory: 0700 when new
-        with suppress(FileExistsError):  # 0600 before SQLite makes it (its -wal and -shm copy it)
-            os.close(safefile.create(self.path))
-        # One connection shared by engine threads; the lock serialises its use.
-        self._lock = threading.Lock()
-        self._conn = sqlite3.connect(
-            self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
-        )
-        self._conn.row_factory = sqlite3.Row
-        try:
-            self._use_wal()
-            self._create_or_migrate()
-            self._conn.execute("PRAGMA foreign_keys = ON")
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise StoreError(f"{self.path}: not a usable results store ({exc})") from exc
-        except BaseException:
-            self._conn.close()
-            raise
+    def __init__(self, where: str | Path) -> None:
+        self._target = Target(where)
+        self._engine = open_engine(self._target)
 
-    def _use_wal(self) -> None:
-        # Two controllers opening a new file at once both switch it to WAL; SQLite answers
-        # one of them "database is locked" at once, without its busy wait (waiting could
-        # deadlock there), so the wait is ours.
-        deadline = time.monotonic() + BUSY_TIMEOUT_S
-        while True:
-            try:
-                self._conn.execute("PRAGMA journal_mode = WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.01)
+    @property
+    def path(self) -> Path | None:
+        """The SQLite file; None for PostgreSQL (``where`` names either)."""
+        return self._target.path
+
+    @property
+    def where(self) -> str:
+        """The store for messages: the file, or the URL with its password masked."""
+        return self._target.shown
+
+    def __repr__(self) -> str:
+        return f"ResultStore({self.where!r})"
 
     def __enter__(self) -> Self:
         return self
@@ -165,93 +86,58 @@ class ResultStore:
         self.close()
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._engine.dispose()
 
     @contextmanager
-    def _transaction(self, write: bool = True) -> Iterator[sqlite3.Connection]:
-        # Writes: IMMEDIATE takes the write lock up front, so two writers wait for each
-        # other instead of failing late. Reads: one snapshot, so a run and its metrics
-        # come from the same commit.
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-            try:
-                yield self._conn
-                self._conn.execute("COMMIT")
-            except BaseException:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                raise
-
-    def _create_or_migrate(self) -> None:
-        # Foreign keys stay off here: rebuilding runs must not cascade into metrics.
-        with self._transaction() as conn:
-            version = conn.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path}: schema version {version} is newer than this fleetperf "
-                    f"({SCHEMA_VERSION}); upgrade fleetperf"
-                )
-            if version == 0:
-                conn.execute(_RUNS)
-                conn.execute(_METRICS)
-            elif version == 1:  # new columns, and a status check that knows 'running'
-                conn.execute(_RUNS.replace("CREATE TABLE runs", "CREATE TABLE runs_new"))
-                conn.execute(
-                    f"INSERT INTO runs_new ({_V1_COLUMNS}, environment, case_metrics) "
-                    f"SELECT {_V1_COLUMNS}, '{{}}', '[]' FROM runs"
-                )
-                conn.execute("DROP TABLE runs")
-                conn.execute("ALTER TABLE runs_new RENAME TO runs")
-            else:
-                if version == 2:  # hp added; the raw load average became load per CPU
-                    conn.execute("ALTER TABLE runs ADD COLUMN hp TEXT NOT NULL DEFAULT '{}'")
-                    conn.execute("ALTER TABLE runs RENAME COLUMN load_avg TO load_per_cpu")
-                    conn.execute("UPDATE runs SET load_per_cpu = NULL")
-                if version <= 3:  # whether the data was synthetic
-                    conn.execute("ALTER TABLE runs ADD COLUMN synthetic_data INTEGER")
-                columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
-                if version <= 4 and "slurm" not in columns:  # the Slurm job (executor slurm)
-                    conn.execute("ALTER TABLE runs ADD COLUMN slurm TEXT NOT NULL DEFAULT 'null'")
-                if version <= 5 and "verdict" not in columns:  # a passed run's verdict
-                    conn.execute("ALTER TABLE runs ADD COLUMN verdict TEXT NOT NULL DEFAULT 'null'")
-                if version <= 6 and "peak" not in columns:  # what MFU divides
-                    conn.execute("ALTER TABLE runs ADD COLUMN peak TEXT NOT NULL DEFAULT 'null'")
-                if version <= 7 and "config_env" not in columns:  # the config's env
-                    conn.execute(
-                        "ALTER TABLE runs ADD COLUMN config_env TEXT NOT NULL DEFAULT '{}'"
-                    )
-                if version <= 8 and "smoke" not in columns:  # --smoke runs
-                    conn.execute("ALTER TABLE runs ADD COLUMN smoke INTEGER NOT NULL DEFAULT 0")
-                if version <= 9 and "monitoring" not in columns:  # energy, monitoring
-                    conn.execute(
-                        "ALTER TABLE runs ADD COLUMN monitoring TEXT NOT NULL DEFAULT 'null'"
-                    )
-            for statement in _INDEXES:
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    def _transaction(self, write: bool = True) -> Iterator[sa.Connection]:
+        # Reads: one snapshot, so a run and its metrics come from the same commit (SQLite's
+        # read transaction; PostgreSQL's repeatable read). A lost connection: StoreError.
+        try:
+            with self._engine.connect() as conn:
+                if write:
+                    conn.execution_options(fleetperf_write=True)
+                elif not self._target.sqlite:
+                    conn.execution_options(isolation_level="REPEATABLE READ")
+                with conn.begin():
+                    yield conn
+        except sa.exc.OperationalError as exc:
+            raise StoreError(f"{self.where}: {reason(exc, self._target)}") from None
 
     def add(self, record: RunRecord) -> None:
         """Insert, or replace the run with the same run_id (its metrics too), atomically.
         Only the controller that created a run replaces it: StoreError for another's."""
-        metrics = [(record.run_id, k, v) for k, v in record.metrics.items() if v is not None]
+        row = _run_row(record)
+        insert = (sqlite.insert if self._target.sqlite else postgresql.insert)(runs)
+        upsert = (
+            insert.values(row)
+            .on_conflict_do_update(
+                index_elements=[runs.c.run_id],
+                set_={name: insert.excluded[name] for name in row if name != "run_id"},
+                where=runs.c.controller.is_not_distinct_from(insert.excluded.controller),
+            )
+            .returning(runs.c.run_id)
+        )
+        values = [
+            {"run_id": record.run_id, "name": name, "value": value}
+            for name, value in record.metrics.items()
+            if value is not None
+        ]
         with self._transaction() as conn:
-            row = conn.execute(
-                "SELECT controller FROM runs WHERE run_id = ?", (record.run_id,)
-            ).fetchone()
-            if row is not None and row["controller"] != record.controller:
+            if conn.execute(upsert).first() is None:  # the run is another controller's
+                owner = conn.execute(
+                    sa.select(runs.c.controller).where(runs.c.run_id == record.run_id)
+                ).scalar_one()
                 raise StoreError(
-                    f"{self.path}: run {record.run_id} belongs to another controller"
-                    f" ({row['controller']}); not replaced"
+                    f"{self.where}: run {record.run_id} belongs to another controller"
+                    f" ({owner}); not replaced"
                 )
-            conn.execute(_UPSERT_RUN, _run_row(record))
-            conn.execute("DELETE FROM metrics WHERE run_id = ?", (record.run_id,))
-            conn.executemany("INSERT INTO metrics (run_id, name, value) VALUES (?, ?, ?)", metrics)
+            conn.execute(sa.delete(metrics).where(metrics.c.run_id == record.run_id))
+            if values:
+                conn.execute(sa.insert(metrics), values)
 
     def get(self, run_id: str) -> RunRecord | None:
-        with self._transaction(write=False) as conn:
-            row = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-            return None if row is None else _read_record(conn, row)
+        found = self._read(sa.select(runs).where(runs.c.run_id == run_id))
+        return found[0] if found else None
 
     def list(
         self,
@@ -263,28 +149,41 @@ class ResultStore:
         """Runs oldest first; with limit, the newest `limit` of them (still oldest first)."""
         if limit is not None and limit < 0:
             raise ValueError("limit must be >= 0")
-        conditions, params = _filters(case=case, batch_id=batch_id, status=status)
-        sql = f"SELECT * FROM runs r{_where(conditions)} ORDER BY started DESC, run_id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            params.append(limit)
+        query = (
+            sa.select(runs)
+            .where(*_filters(case=case, batch_id=batch_id, status=status))
+            .order_by(runs.c.started.desc(), runs.c.run_id.desc())
+            .limit(limit)
+        )
+        return self._read(query)[::-1]
+
+    def _read(self, query: sa.Select[Any]) -> list[RunRecord]:
+        """The runs ``query`` selects, in its order, with their metrics (one snapshot)."""
+        chosen = query.with_only_columns(runs.c.run_id).scalar_subquery()
         with self._transaction(write=False) as conn:
-            rows = conn.execute(sql, params).fetchall()
-            return [_read_record(conn, row) for row in reversed(rows)]
+            rows = conn.execute(query).mappings().all()
+            known: dict[str, dict[str, float]] = {}
+            for run_id, name, value in conn.execute(
+                sa.select(metrics.c.run_id, metrics.c.name, metrics.c.value)
+                .where(metrics.c.run_id.in_(chosen))
+                .order_by(metrics.c.run_id, metrics.c.name)
+            ):
+                known.setdefault(run_id, {})[name] = value
+        return [_record(row, known.get(row["run_id"], {})) for row in rows]
 
     def resolve(self, text: str) -> str:
         """The run id ``text`` names: the whole id, a unique prefix of it, or a unique
         prefix of its random tail (the short form the tables show). StoreError naming the
         matches when several fit, or saying there is no such run."""
         with self._transaction(write=False) as conn:
-            ids = [row[0] for row in conn.execute("SELECT run_id FROM runs ORDER BY run_id")]
+            ids = list(conn.execute(sa.select(runs.c.run_id).order_by(runs.c.run_id)).scalars())
         if text in ids:
             return text
         matches = [i for i in ids if text and (i.startswith(text) or _tail(i).startswith(text))]
         if len(matches) == 1:
             return matches[0]
         if not matches:
-            raise StoreError(f"no run {text!r} in {self.path}")
+            raise StoreError(f"no run {text!r} in {self.where}")
         shown = ", ".join(matches[:RESOLVE_SHOWN])
         more = f" and {len(matches) - RESOLVE_SHOWN} more" if len(matches) > RESOLVE_SHOWN else ""
         raise StoreError(
@@ -294,38 +193,45 @@ class ResultStore:
 
     def interrupt(self, record: RunRecord, error: str) -> bool:
         """Mark a run 'interrupted' if it is still 'running' under the same controller."""
-        with self._transaction() as conn:
-            changed = conn.execute(
-                "UPDATE runs SET status = 'interrupted', error = ? WHERE run_id = ?"
-                " AND status = 'running' AND controller IS ?",
-                (error, record.run_id, record.controller),
+        update = (
+            sa.update(runs)
+            .where(
+                runs.c.run_id == record.run_id,
+                runs.c.status == "running",
+                runs.c.controller.is_not_distinct_from(record.controller),
             )
-            return changed.rowcount > 0
+            .values(status="interrupted", error=error)
+        )
+        with self._transaction() as conn:
+            return conn.execute(update).rowcount > 0
 
     def delete(self, run_id: str) -> bool:
         """Remove one run and its metrics; False if there was none."""
         with self._transaction() as conn:
-            return conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,)).rowcount > 0
+            return conn.execute(sa.delete(runs).where(runs.c.run_id == run_id)).rowcount > 0
 
     def metric_history(
         self, metric: str, case: str | None = None, config: str | None = None
     ) -> list[MetricPoint]:
         """Known values of one metric across runs, oldest first (all statuses: filter them)."""
-        conditions, params = _filters(case=case, config=config)
-        sql = (
-            "SELECT r.run_id, r.case_name, r.config, r.status, r.started, m.value "
-            "FROM metrics m JOIN runs r USING (run_id)"
-            f"{_where(['m.name = ?', *conditions])} ORDER BY r.started, r.run_id"
+        query = (
+            sa.select(
+                runs.c.run_id,
+                runs.c.case_name,
+                runs.c.config,
+                runs.c.status,
+                runs.c.started,
+                metrics.c.value,
+            )
+            .join_from(metrics, runs, metrics.c.run_id == runs.c.run_id)
+            .where(metrics.c.name == metric, *_filters(case=case, config=config))
+            .order_by(runs.c.started, runs.c.run_id)
         )
         with self._transaction(write=False) as conn:
-            rows = conn.execute(sql, [metric, *params]).fetchall()
-        return [MetricPoint(*row) for row in rows]
+            return [MetricPoint(*row) for row in conn.execute(query)]
 
 
-def _read_record(conn: sqlite3.Connection, row: sqlite3.Row) -> RunRecord:
-    metrics = conn.execute(
-        "SELECT name, value FROM metrics WHERE run_id = ?", (row["run_id"],)
-    ).fetchall()
+def _record(row: Any, metric_values: dict[str, float]) -> RunRecord:
     fields: dict[str, Any] = {}
     for name in _RUN_FIELDS:
         value = row[_COLUMN.get(name, name)]
@@ -334,17 +240,20 @@ def _read_record(conn: sqlite3.Connection, row: sqlite3.Row) -> RunRecord:
     fields["smoke"] = bool(fields["smoke"])
     if fields["synthetic_data"] is not None:
         fields["synthetic_data"] = bool(fields["synthetic_data"])
-    return RunRecord(**fields, metrics={name: value for name, value in metrics})
+    return RunRecord(**fields, metrics=metric_values)
 
 
 def _run_row(record: RunRecord) -> dict[str, Any]:
     data = record.model_dump(mode="json", exclude={"metrics"})
-    return {
-        _COLUMN.get(name, name): json.dumps(data[name], ensure_ascii=False)
-        if name in _JSON_FIELDS
-        else data[name]
-        for name in _RUN_FIELDS
-    }
+    row = {}
+    for name in _RUN_FIELDS:
+        value = data[name]
+        if name in _JSON_FIELDS:
+            value = json.dumps(value, ensure_ascii=False)
+        elif isinstance(value, bool):  # INTEGER 0/1 on both backends
+            value = int(value)
+        row[_COLUMN.get(name, name)] = value
+    return row
 
 
 def _tail(run_id: str) -> str:
@@ -353,14 +262,9 @@ def _tail(run_id: str) -> str:
     return run_id.rsplit("-", 1)[-1]
 
 
-def _filters(**equals: str | None) -> tuple[list[str], list[Any]]:
-    """Conditions on runs (aliased r) for the filters that are set, and their parameters."""
-    set_filters = {k: v for k, v in equals.items() if v is not None}
-    return [f"r.{_COLUMN.get(k, k)} = ?" for k in set_filters], list(set_filters.values())
-
-
-def _where(conditions: list[str]) -> str:
-    return " WHERE " + " AND ".join(conditions) if conditions else ""
+def _filters(**equals: str | None) -> list[sa.ColumnElement[bool]]:
+    """Conditions on runs for the filters that are set."""
+    return [runs.c[_COLUMN.get(k, k)] == v for k, v in equals.items() if v is not None]
 
 
 def controller_id() -> str:

@@ -1,0 +1,1 @@
+"""Alembic revisions of the results store (tui/results/storedb.py runs them)."""
