@@ -49,6 +49,14 @@ def test_one_process_reaches_high_accuracy(distil: Fleetperf) -> None:
     assert rec["status"] == "passed" and rec["config"] == "CPUx1x1"
     check_metrics(rec)
     assert rec["metrics"]["acc"] >= 0.9
+    # A model run gets the energy and monitoring summary too: the workload's sys thread
+    # sampled the host through the training (every 5 s, and once at its end).
+    (host,) = rec["monitoring"]["hosts"]
+    assert host["host"] == "localhost" and host["samples"] >= 2 and host["seconds"] > 0
+    assert 0 <= host["cpu_percent"]["avg"] <= host["cpu_percent"]["max"]
+    assert host["devices"] == []  # no NVML device on a CPU host
+    power = host["cpu_power_w"]  # RAPL, where the host lets it be read
+    assert power is None or power["max"] >= power["avg"] > 0
 
 
 @pytest.mark.slow
