@@ -10,7 +10,7 @@ overwrite each other's run. docs/store.md. Controller code: no torch, no textual
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple, Self
@@ -45,6 +45,22 @@ _JSON_FIELDS = (
     "peak",
     "monitoring",
 )
+
+_COLUMNS = tuple(_COLUMN.get(f, f) for f in _RUN_FIELDS)
+
+
+def _upsert(insert: Callable[[sa.Table], Any]) -> sa.Insert:
+    """Insert a run, or replace it where the controller is the same; returns its run_id
+    (no row: the run is another controller's). Built once: building costs more than running."""
+    statement = insert(runs)
+    return statement.on_conflict_do_update(
+        index_elements=[runs.c.run_id],
+        set_={name: statement.excluded[name] for name in _COLUMNS if name != "run_id"},
+        where=runs.c.controller.is_not_distinct_from(statement.excluded.controller),
+    ).returning(runs.c.run_id)
+
+
+_UPSERT = {"sqlite": _upsert(sqlite.insert), "postgresql": _upsert(postgresql.insert)}
 
 
 class MetricPoint(NamedTuple):
@@ -106,24 +122,14 @@ class ResultStore:
     def add(self, record: RunRecord) -> None:
         """Insert, or replace the run with the same run_id (its metrics too), atomically.
         Only the controller that created a run replaces it: StoreError for another's."""
-        row = _run_row(record)
-        insert = (sqlite.insert if self._target.sqlite else postgresql.insert)(runs)
-        upsert = (
-            insert.values(row)
-            .on_conflict_do_update(
-                index_elements=[runs.c.run_id],
-                set_={name: insert.excluded[name] for name in row if name != "run_id"},
-                where=runs.c.controller.is_not_distinct_from(insert.excluded.controller),
-            )
-            .returning(runs.c.run_id)
-        )
+        upsert = _UPSERT["sqlite" if self._target.sqlite else "postgresql"]
         values = [
             {"run_id": record.run_id, "name": name, "value": value}
             for name, value in record.metrics.items()
             if value is not None
         ]
         with self._transaction() as conn:
-            if conn.execute(upsert).first() is None:  # the run is another controller's
+            if conn.execute(upsert, _run_row(record)).first() is None:  # another's run
                 owner = conn.execute(
                     sa.select(runs.c.controller).where(runs.c.run_id == record.run_id)
                 ).scalar_one()
