@@ -5,6 +5,7 @@ on both in tests/unit/test_store.py."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ from conftest import REPO
 from pgcluster import PASSWORD, USER, Cluster, pg, pg_template  # noqa: F401 (fixtures)
 from seed_records import seed001_records
 
-from tui.results.store import ResultStore, StoreError
+from tui.results.store import ResultStore, StoreError, mark_interrupted
 
 
 def test_a_wrong_password_is_one_line_without_the_password(pg: Cluster) -> None:  # noqa: F811
@@ -128,3 +129,43 @@ def test_a_restarted_database_is_written_again(pg: Cluster) -> None:  # noqa: F8
         pg.start()
         store.add(second)  # the pool's dead connections are replaced
         assert store.list() == [first, second]
+
+
+# A controller: writes its run 'running' under its own lease, says which, and lives until
+# its stdin closes (or it is killed).
+_CONTROLLER = """
+import json, sys
+from seed_records import seed001_records
+from tui.executors.base import new_run_id
+from tui.results.store import ResultStore, controller_id
+run = seed001_records()[0].model_copy(update={
+    "run_id": new_run_id("distilbert-pytorch"), "status": "running", "finished": None,
+    "controller": controller_id()})
+with ResultStore(sys.argv[1]) as store:
+    store.add(run)
+    print(json.dumps(run.run_id), flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_killed_controllers_run_is_interrupted_and_a_live_ones_is_not(
+    pg: Cluster,  # noqa: F811
+) -> None:
+    url = pg.create_database("fleetperf")
+    env = {"PYTHONPATH": f"{REPO}:{REPO / 'tests'}", "PATH": "/usr/bin:/bin"}
+    argv = [sys.executable, "-c", _CONTROLLER, url]
+    pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True}
+    with (
+        subprocess.Popen(argv, env=env, **pipes) as killed,
+        subprocess.Popen(argv, env=env, **pipes) as live,
+    ):
+        killed_run, live_run = (json.loads(p.stdout.readline()) for p in (killed, live))
+        killed.kill()  # its connection dies with it, mid-session
+        killed.wait()
+        with ResultStore(url) as store:
+            assert [r.run_id for r in mark_interrupted(store)] == [killed_run]
+            assert store.get(killed_run).status == "interrupted"
+            assert store.get(live_run).status == "running"
+            assert mark_interrupted(store) == []  # judged once
+        live.communicate("", timeout=60)
+    assert live.returncode == 0
