@@ -23,7 +23,6 @@ from tui.core.errors import StoreError
 # PRAGMA user_version of a SQLite store: 1..10 were the schemas earlier fleetperfs migrated
 # by hand; 11 marks a store whose schema Alembic keeps (its alembic_version table), so that
 # an earlier fleetperf refuses it as newer instead of misreading it.
-LEGACY_VERSION = 10
 SCHEMA_VERSION = 11
 BASELINE = "v10"  # the Alembic revision that is schema 10 (migrations/versions/v10_baseline.py)
 HEAD = "v10"  # the newest revision: a store at it opens without Alembic (a test checks it)

@@ -1,6 +1,7 @@
 """Schema 10: runs and metrics as fleetperf's hand migrations left them (PRAGMA
 user_version 10). A new store is made by this revision; an older SQLite store is migrated
-by hand to 10 and then stamped with it (tui/results/storedb.py).
+by hand to 10 and then stamped with it (tui/results/storedb.py). The tables are written
+out here, not imported from storedb: a revision stays what it was when the tables change.
 
 Revision ID: v10
 Revises:
