@@ -21,17 +21,19 @@ import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from tui.catalog import catalog, images
 from tui.catalog.metrics import CaseMetric
-from tui.core import paths, stream
-from tui.core.errors import UsageError
+from tui.core import liveness, paths, stream
+from tui.core.errors import StoreError, UsageError
 from tui.core.events import (
     DROPPED,
     CaseResult,
+    Dropped,
     Event,
     MetricSample,
     RunFinished,
@@ -40,7 +42,7 @@ from tui.core.events import (
     SysSample,
 )
 from tui.core.paths import DEFAULT_INVENTORY, default_data_root, store_path
-from tui.engine import hostcheck
+from tui.engine import attach, hostcheck
 from tui.engine.inventory import Inventory, executor_of, load_inventory, select_hosts
 from tui.executors.base import DEFAULT_KIND, DOCKER, Executor, Launch, Outcome, new_run_id
 from tui.executors.hostfiles import host_file_limits
@@ -51,6 +53,7 @@ from tui.results.record import RUN_ID, RunRecord, now_utc_iso, write_result_json
 from tui.results.store import ResultStore, controller_id, mark_interrupted
 
 Callback = Callable[[Event], None]
+FOLLOW_POLL_S = 0.5  # how often a followed run's log and record are read
 
 
 @dataclass(frozen=True)
@@ -232,6 +235,101 @@ class Batch:
                 if not run.done:
                     run._finish("failed", f"internal error: {exc!r}", None)
                     ended(run)
+
+
+class FollowedRun:
+    """A run another controller runs, followed read-only: the events that controller logs
+    in the run's directory (tui/engine/attach.py) as they come, then the run's end as the
+    store records it. Subscribed to as a RunHandle is; only its own controller stops it."""
+
+    def __init__(self, session: Session, record: RunRecord, poll_s: float) -> None:
+        self.run_id = record.run_id
+        self.started = record  # the record as the store had it when following began
+        self.owner = owner_text(record.controller)
+        self.status: RunStatus = "running"
+        self.error: str | None = None
+        self.record: RunRecord | None = None  # once it ended; None if its record went
+        self._session = session
+        self._poll_s = poll_s
+        self._log = attach.RunLog(session.results_dir / "runs" / record.run_id / "events.jsonl")
+        self._subscribers = _Subscribers()
+        self._closed = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name=self.run_id, daemon=True)
+
+    def subscribe(self, cb: Callback) -> Callable[[], None]:
+        return self._subscribers.subscribe(cb)
+
+    def cancel(self) -> None:
+        """Refused: UsageError, one line naming the controller that can stop the run."""
+        raise UsageError(
+            f"run {self.run_id} belongs to controller {self.owner}: read-only here;"
+            " cancel it from that controller"
+        )
+
+    def wait(self, timeout: float | None = None) -> RunRecord | None:
+        self._done.wait(timeout)
+        return self.record
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def close(self) -> None:
+        """Stop following (the run goes on)."""
+        self._closed.set()
+        self._thread.join()
+
+    def _follow(self) -> None:
+        record = self.started
+        ref, begun = f"{record.vendor}/{record.config}", _timestamp(record.started)
+        self._subscribers.emit(RunStarted(self.run_id, record.case, ref, record.hosts, begun))
+        try:
+            while True:
+                # The record first: once it says the run ended, the log is whole
+                # (tui/engine/session.py _conclude), and the lines read next are the last.
+                current = self._current(record)
+                for line in self._log.lines():
+                    ev = attach.logged_event(self.run_id, line)
+                    if not isinstance(ev, Dropped):
+                        self._subscribers.emit(ev)
+                if current is None or current.status != "running":
+                    break
+                record = current
+                if self._closed.wait(self._poll_s):
+                    return
+        finally:
+            self._log.close()
+        self.record = current
+        # A record gone while it ran: its controller refused the run before any launch.
+        self.status = current.status if current else "bad_input"
+        self.error = current.error if current else "refused before it started (no record kept)"
+        self._subscribers.emit(RunFinished(self.run_id, self.status, self.error, time.time()))
+        self._done.set()
+
+    def _current(self, last: RunRecord) -> RunRecord | None:
+        """The run's record now; the last one read while the store cannot be read. A run
+        whose controller this one can prove gone is marked interrupted first, as at
+        start-up (tui/results/store.py mark_interrupted)."""
+        try:
+            if liveness.proven_dead(liveness.parse(last.controller)):
+                mark_interrupted(self._session.store)
+            return self._session.store.get(self.run_id)
+        except StoreError:  # locked or lost for now: read again at the next poll
+            return last
+
+
+def owner_text(controller: str | None) -> str:
+    """Who runs a run, from its record's lease: its host and pid."""
+    lease = liveness.parse(controller)
+    return "unknown" if lease is None else f"{lease.host} pid {lease.pid}"
+
+
+def _timestamp(iso: str) -> float:
+    try:
+        return datetime.fromisoformat(iso).timestamp()
+    except ValueError:
+        return time.time()
 
 
 def _check_image(inv: Inventory, spec: catalog.RunSpec, hosts: list[str]) -> None:
@@ -554,6 +652,34 @@ class Session:
     def runs(self, case: str | None = None, status: str | None = None) -> list[RunRecord]:
         """The stored runs, oldest first."""
         return self.store.list(case=case, status=status)
+
+    def running_elsewhere(self) -> list[RunRecord]:
+        """The runs the store has as running under another controller, one this controller
+        cannot prove gone (tui/core/liveness.py), oldest first: the runs ``follow`` takes.
+        None where there is no store yet (asking never makes one)."""
+        if not self.has_store():
+            return []
+        mine = controller_id()
+        return [
+            record
+            for record in self.store.list(status="running")
+            if record.controller != mine
+            and not liveness.proven_dead(liveness.parse(record.controller))
+        ]
+
+    def follow(self, run_id: str, poll_s: float = FOLLOW_POLL_S) -> FollowedRun:
+        """Follow a run another controller runs, read-only, from its run directory
+        (``<results>/runs/<run_id>``); UsageError (one line) for a run that is not
+        running there, or that is this controller's own."""
+        record = self.store.get(run_id)
+        if record is None or record.status != "running":
+            raise UsageError(f"run {run_id}: not running in {self.store.where}")
+        check_run_id(run_id, self.store.where)
+        if record.controller == controller_id():
+            raise UsageError(f"run {run_id}: this controller runs it; nothing to follow")
+        handle = FollowedRun(self, record, poll_s)
+        handle._thread.start()
+        return handle
 
     def find_run(self, text: str) -> RunRecord:
         """The run ``text`` names: its whole id, a unique prefix, or the short form tables
