@@ -22,6 +22,21 @@ from tui.results.store import ResultStore
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 
+def _chromium(profile: str) -> list[str]:
+    """Headless Chromium with its own profile, reaching for nothing on the network."""
+    return [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+    ]
+
+
 def _bench():
     spec = importlib.util.spec_from_file_location(
         "report_scale", REPO / "benchmarks/report_scale.py"
@@ -67,6 +82,9 @@ def test_the_page_fetches_nothing(page) -> None:
     _, text, _ = page
     assert not re.search(r"""(src|href)=["']?(https?:|//)""", text)
     assert "<script" not in text and "@import" not in text and "url(" not in text
+    # Fonts are the reader's own: a CJK-capable stack by name, no web font.
+    assert "@font-face" not in text
+    assert '"Noto Sans CJK SC"' in text and '"WenQuanYi Micro Hei"' in text
 
 
 def test_strings_from_records_are_escaped(tmp_path: Path) -> None:
@@ -107,19 +125,7 @@ def test_since_and_case_filter_and_bad_input(tmp_path: Path, capsys) -> None:
 def test_headless_chromium_renders_the_charts(page) -> None:
     path, _, _ = page
     with tempfile.TemporaryDirectory(prefix="fleetperf-chromium-") as profile:
-        argv = [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={profile}",
-            "--dump-dom",
-            path.as_uri(),
-        ]
+        argv = [*_chromium(profile), "--dump-dom", path.as_uri()]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
         shot = Path(profile) / "page.png"
         subprocess.run(
@@ -135,6 +141,57 @@ def test_headless_chromium_renders_the_charts(page) -> None:
     assert len(re.findall(r"<svg[^>]*class=\"chart ", dom)) >= 10
     assert "<circle" in dom and "<polyline" in dom and 'class="flagged"' in dom
     assert png.startswith(b"\x89PNG") and len(png) > 20_000  # a page with charts drawn
+
+
+NO_FONT_HAS = "\U0003fffd", "\U0003fffc"  # unassigned; break lines as ideographs (UAX 14: ID)
+
+
+@pytest.mark.slow  # headless chromium
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed")
+def test_chromium_draws_the_seed_labels_glyphs(page, tmp_path: Path) -> None:
+    """Each Han character of the seeds' labels ("CPU单机单卡（1x1）") is drawn in the report's
+    screenshot as a glyph of its own, not as a missing-glyph box.
+
+    A character no installed font has is drawn as the font's .notdef box, the same box for
+    every such character. So the page's screenshot is compared with the screenshot of the
+    page where one of the labels' characters is replaced, in the labels only, by a code
+    point that no font has and that breaks lines as an ideograph does (the layout stays):
+    the same pixels, hence the same PNG bytes, exactly when that character was a box too.
+    This fails where no CJK font is installed (scripts/bootstrap installs
+    fonts-wqy-microhei). Two checks keep it from passing by accident: the page shot twice
+    gives the same bytes (a difference is the glyph, never noise), and two different such
+    code points give the same bytes (the replacement really is drawn as the box)."""
+    _, text, _ = page
+    # The configs' labels as the seeds write them: Han characters, then "（1x1）".
+    labels = sorted(set(re.findall(r"<td>([^<]*[\u4e00-\u9fff][^<]*（\d+x\d+）)</td>", text)))
+    assert "CPU单机单卡（1x1）" in labels, labels
+    chars = sorted({c for label in labels for c in label if "\u4e00" <= c <= "\u9fff"})
+
+    def shot(name: str, old: str, new: str) -> bytes:
+        """The screenshot of the page with ``old`` replaced by ``new`` in the labels."""
+        html = text
+        for label in labels:
+            html = html.replace(f"<td>{label}</td>", f"<td>{label.replace(old, new)}</td>")
+        page_path, png = tmp_path / f"{name}.html", tmp_path / f"{name}.png"
+        page_path.write_text(html, encoding="utf-8")
+        with tempfile.TemporaryDirectory(prefix="fleetperf-chromium-") as profile:
+            subprocess.run(
+                [*_chromium(profile), "--hide-scrollbars", "--window-size=1100,800"]
+                + [f"--screenshot={png}", page_path.as_uri()],
+                capture_output=True,
+                timeout=120,
+                check=False,
+            )
+        assert png.exists(), f"Chromium wrote no screenshot of {page_path}"
+        return png.read_bytes()
+
+    report = shot("report", "", "")  # kept as report.png under the test's tmp dir, to look at
+    assert report == shot("again", "", ""), "the same page shot twice differs"
+    box = shot("box", chars[0], NO_FONT_HAS[0])
+    assert box == shot("box2", chars[0], NO_FONT_HAS[1]), "a code point no font has drew a glyph"
+    without = {chars[0]: box} | {c: shot(f"u{ord(c):x}", c, NO_FONT_HAS[0]) for c in chars[1:]}
+    boxes = [c for c in chars if without[c] == report]
+    assert not boxes, f"drawn as missing glyphs: {boxes} (no CJK font? see `fc-list :lang=zh`)"
 
 
 # -- the charts' axes (issue 29 point 10) ----------------------------------------------
@@ -235,17 +292,7 @@ def test_chromium_reads_the_axis_labels(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     shot = tmp_path / "report.png"
     with tempfile.TemporaryDirectory(prefix="fleetperf-chromium-") as profile:
-        argv = [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            f"--user-data-dir={profile}",
-        ]
+        argv = _chromium(profile)
         dom = subprocess.run(
             [*argv, "--dump-dom", page.as_uri()],
             capture_output=True,

@@ -65,8 +65,13 @@ def headline(metrics: Iterable[str]) -> str | None:
     return next((m for m in THROUGHPUT_ORDER if m in have), None)
 
 
+# The font stack names local fonts with Han glyphs (Linux, Windows, macOS) after system-ui,
+# whose font may have none: the seeds' labels are Chinese ("CPU单机单卡（1x1）"). No web
+# font: the page fetches nothing.
 CSS = """
-body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1100px}
+body{font-family:system-ui,"Noto Sans CJK SC","Source Han Sans SC","WenQuanYi Micro Hei",
+"WenQuanYi Zen Hei","Microsoft YaHei","PingFang SC","Hiragino Sans GB",sans-serif;
+margin:1.5em;color:#222;max-width:1100px}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
 th,td{border:1px solid #bbb;padding:.2em .5em;text-align:left}
 th{background:#eee} .flag{color:#b00;font-weight:bold} .note{color:#555;font-size:.9em}
