@@ -1,8 +1,11 @@
-"""Runs: the live dashboard. One row per host, charts, progress per run, a log."""
+"""Runs: the live dashboard. One row per host, charts, progress per run, a log; runs other
+controllers run, followed read-only from their run directories (Session.follow)."""
 
 from __future__ import annotations
 
 import functools
+import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from harness.metrics import METRICS
@@ -19,13 +22,15 @@ from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.widgets.charts import Chart, RunProgress
 from tui.app.widgets.hosttable import HostTable
 from tui.catalog import catalog
-from tui.core.errors import CatalogError
+from tui.core.errors import CatalogError, UserInputError
+from tui.engine.session import FollowedRun
 from tui.results.report import headline
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
 
 TICK_S = 0.5
+ELSEWHERE_S = 2.0  # how often the store is asked for runs other controllers run
 # Column widths fit the widest value each column shows; "note" takes the rest.
 COLUMNS = {
     "host": 10,
@@ -41,10 +46,13 @@ COLUMNS = {
 
 
 class DashboardScreen(Screen[None]):
-    """Every run launched from this app, newest last. The table has one row per host of the
-    highlighted run; the charts show its throughput (samples/s), mean loss and peak memory
-    over time. Cancel asks first, then stops the remote work; what was measured is kept in
-    the store."""
+    """Every run launched from this app, newest last, and every run the store has as running
+    under another controller (a --batch from cron, a colleague's app), marked with that
+    controller's host and pid: followed read-only from its run directory's events to its
+    end. The table has one row per host of the highlighted run; the charts show its
+    throughput (samples/s), mean loss and peak memory over time. Cancel asks first, then
+    stops the remote work; what was measured is kept in the store. Only the controller that
+    runs a run can cancel it."""
 
     TITLE = "Runs"
     BINDINGS = [
@@ -59,6 +67,8 @@ class DashboardScreen(Screen[None]):
         super().__init__()
         self.selected: str | None = None
         self._items: dict[str, RunProgress] = {}
+        self._followed: dict[str, FollowedRun] = {}  # other controllers' runs, by run id
+        self._looking = threading.Lock()  # one look for them at a time
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -81,7 +91,35 @@ class DashboardScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.set_interval(TICK_S, self.tick)
+        self.set_interval(ELSEWHERE_S, self._follow_elsewhere)
+        self._follow_elsewhere()
         self.tick()
+
+    def on_unmount(self) -> None:
+        for handle in self._followed.values():
+            handle.close()
+
+    @work(thread=True, group="elsewhere")
+    def _follow_elsewhere(self) -> None:
+        """Follow each run another controller runs that this screen does not follow yet:
+        the feed learns it first, so the dashboard shows it from its first event."""
+        if not self._looking.acquire(blocking=False):  # the last look has not ended
+            return
+        session, feed = self.app.session, self.app.feed
+        try:
+            for record in session.running_elsewhere():
+                if record.run_id in self._followed:
+                    continue
+                handle = session.follow(record.run_id)
+                self._followed[record.run_id] = handle
+                ref = f"{record.vendor}/{record.config}"
+                target = _target(record.case, self.app.config.cases_dir)
+                feed.add_run(record.run_id, record.case, ref, record.hosts, record.hp, target)
+                handle.subscribe(feed.push)
+        except UserInputError:  # a store that cannot be read now, a run just ended: next time
+            pass
+        finally:
+            self._looking.release()
 
     # -- the refresh tick: the only place the feed reaches widgets ---------------------
 
@@ -113,6 +151,8 @@ class DashboardScreen(Screen[None]):
         for batch in self.app.batches:
             for handle in batch.runs:
                 self.app.feed.set_status(handle.run_id, handle.status, handle.error)
+        for followed in list(self._followed.values()):
+            self.app.feed.set_status(followed.run_id, followed.status, followed.error)
 
     def on_screen_resume(self) -> None:
         if self.selected:
@@ -121,7 +161,14 @@ class DashboardScreen(Screen[None]):
     def _add_item(self, run_id: str) -> None:
         progress = RunProgress(run_id)
         self._items[run_id] = progress
-        self.query_one(ListView).append(ListItem(progress))
+        followed = self._followed.get(run_id)
+        if followed is None:
+            self.query_one(ListView).append(ListItem(progress))
+        else:  # marked with the controller that runs it
+            owner = Label(literal(_owner(followed), no_wrap=True), classes="run-owner")
+            self.query_one(ListView).append(
+                ListItem(Horizontal(owner, progress, classes="run-row"))
+            )
         progress.show(self.app.feed.snapshot(run_id))
         if self.selected is None:
             self._select(run_id)
@@ -169,7 +216,10 @@ class DashboardScreen(Screen[None]):
 
     def _show_status(self, view: RunView) -> None:
         # The status first: at 80 columns the run id's end is what gets cut.
-        text = f"[{view.status}] {view.case} {view.config}  run {view.run_id}"
+        text = f"[{view.status}] {view.case} {view.config}"
+        if followed := self._followed.get(view.run_id):
+            text += f"  {_owner(followed)}"
+        text += f"  run {view.run_id}"
         if view.error:
             text += f"  {view.error}"
         # The published throughput for this config, beside the live one (docs/references.md).
@@ -200,6 +250,12 @@ class DashboardScreen(Screen[None]):
         log.display = not log.display
 
     def action_cancel_run(self) -> None:
+        if followed := self._followed.get(self.selected or ""):
+            try:
+                followed.cancel()
+            except UserInputError as exc:  # another controller's run: refused, saying whose
+                self.notify(str(exc), severity="warning")
+            return
         handle = self.app.handle(self.selected) if self.selected else None
         if handle is None or handle.status not in ("queued", "running"):
             self.notify("No active run selected.", severity="warning")
@@ -225,6 +281,19 @@ class DashboardScreen(Screen[None]):
         handle = self.app.handle(run_id)
         if handle is not None:
             handle.cancel()
+
+
+def _owner(followed: FollowedRun) -> str:
+    return f"{followed.owner} (read-only)"
+
+
+def _target(case_name: str, cases_dir: Path) -> tuple[str, float] | None:
+    """The case's target (metric, value), as a launch gives the feed; None without one."""
+    try:
+        target = catalog.load_case(case_name, cases_dir).target
+    except CatalogError:
+        return None
+    return (target.metric, target.value) if target else None
 
 
 def _num(value: float | None, fmt: str) -> str:
