@@ -19,9 +19,9 @@ from tui.core.events import Event, HostState, MetricSample, RunFinished, RunStar
 from tui.core.eventtext import event_text
 from tui.core.term import printable
 from tui.engine.session import Batch, Session
+from tui.results.interrupted import interrupted_line
 from tui.results.record import RunRecord
 from tui.results.report import fmt_band
-from tui.results.store import interrupted_line
 from tui.results.tables import monitoring_text, render, short_id
 from tui.results.verdict import Check
 
@@ -43,6 +43,7 @@ class BatchArgs:
     judge: bool = True  # --no-judge: no verdicts, no exit 3
     smoke: bool = False  # --smoke: each case's short run (case.yaml smoke:), not judged
     suite: str | None = None  # --suite: its runs, --config picking its chips (docs/suites.md)
+    store: str | None = None  # --store: the results store (default: FLEETPERF_STORE, the file)
 
 
 def pair_cases(cases: list[str], configs: list[str]) -> list[tuple[str, str]]:
@@ -197,12 +198,13 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
             args.data_root,
             lease_wait_s=args.wait_s,
             judge=args.judge,
+            store=args.store,
         )
     except UserInputError as exc:
         print(printable(f"fleetperf: error: {exc}"), file=err)
         return EXIT_BAD_INPUT
     try:
-        try:
+        try:  # an unreachable store: one line, before any launch
             for record in session.open_store():
                 print(printable(interrupted_line(record)), file=err)
             plans = session.plan(pairs, sets, args.repeat, args.smoke)

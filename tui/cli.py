@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tui.catalog import catalog, suites
 from tui.core import paths
@@ -26,10 +27,18 @@ from tui.core.paths import DEFAULT_INVENTORY, default_data_root, default_results
 from tui.core.term import printable
 from tui.engine.session import Session, check_run_id
 from tui.localfleet import fleet as localfleet
+from tui.results.interrupted import interrupted_line
 from tui.results.record import STATUSES, RunRecord, utc_iso
-from tui.results.store import interrupted_line
 from tui.results.tables import FORMATS, config_env_text, monitoring_text, peak_text, render
 
+if TYPE_CHECKING:
+    from tui.results.transfer import Merged
+
+STORE_HELP = (
+    "the results store: a SQLite file, sqlite:///PATH or postgresql://USER@HOST/DB"
+    " (default: FLEETPERF_STORE, else ~/.config/fleetperf/store's line, else"
+    " RESULTS/fleetperf.sqlite; docs/store.md)"
+)
 MAX_DAYS = 36525  # --older-than: a century; past it, no run is that old
 # Options of a headless run that the app does not take (option -> argparse dest).
 BATCH_ONLY = {
@@ -73,6 +82,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-i", "--inventory", type=Path, default=None, help="Ansible inventory")
     p.add_argument("--repeat", type=int, default=1, help="run each case N times")
     p.add_argument("--results", type=Path, default=None, help="results directory")
+    p.add_argument("--store", metavar="URL", default=None, help=STORE_HELP)
     p.add_argument("--data-root", type=Path, default=None, help="data root for local hosts")
     p.add_argument("--format", choices=FORMATS, default="md", help="final table format")
     p.add_argument(
@@ -117,9 +127,26 @@ def _data_root(args: argparse.Namespace) -> Path:
     return (args.data_root or default_data_root()).resolve()
 
 
+def _stores(args: argparse.Namespace) -> list[str]:
+    """The stores named: a subcommand's --store (several where it takes them), else the
+    one before the subcommand, else the default (tui/core/paths.py default_store)."""
+    given = getattr(args, "stores", None) or ([args.store] if args.store else [])
+    return given or [paths.default_store(_results_dir(args))]
+
+
+def _store(args: argparse.Namespace) -> str:
+    """The one store named, for a command that takes one."""
+    stores = _stores(args)
+    if len(stores) > 1:
+        raise UsageError(f"--store given {len(stores)} times: this command takes one")
+    return stores[0]
+
+
 def _session(args: argparse.Namespace) -> Session:
-    """The engine on the results directory and data root given (no inventory asked for)."""
-    return Session(DEFAULT_INVENTORY.resolve(), _results_dir(args), _data_root(args))
+    """The engine on the results directory, data root and store given (no inventory)."""
+    return Session(
+        DEFAULT_INVENTORY.resolve(), _results_dir(args), _data_root(args), store=_store(args)
+    )
 
 
 # -- the subcommands' arguments ------------------------------------------------------------
@@ -136,11 +163,17 @@ def _prepare_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-root", type=Path, default=None)
 
 
+def _store_argument(p: argparse.ArgumentParser, several: bool = False) -> None:
+    more = "; repeat it to read several stores as one" if several else ""
+    p.add_argument("--store", dest="stores", metavar="URL", action="append", help=STORE_HELP + more)
+
+
 def _results_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_id", nargs="?")
     p.add_argument("--case", default=None)
     p.add_argument("--format", choices=FORMATS, default="md")
     p.add_argument("--results", type=Path, default=None)
+    _store_argument(p, several=True)
     p.add_argument(
         "--status",
         choices=("all", *STATUSES),
@@ -167,11 +200,24 @@ def _report_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("-o", "--output", type=Path, required=True, help="the HTML file to write")
     p.add_argument("--results", type=Path, default=None)
+    _store_argument(p, several=True)
 
 
 def _cleanup_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", type=Path, default=None)
     p.add_argument("--data-root", type=Path, default=None)
+    _store_argument(p)
+
+
+def _store_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="action", required=True)
+    export = sub.add_parser("export", help="every run as JSON lines (to stdout, or -o FILE)")
+    export.add_argument("-o", "--output", type=Path, default=None, help="the file to write")
+    load = sub.add_parser("import", help="the runs of an export that the store lacks")
+    load.add_argument("file", type=Path)
+    for q in (export, load):
+        q.add_argument("--results", type=Path, default=None)
+        _store_argument(q)
 
 
 def _new_case_arguments(p: argparse.ArgumentParser) -> None:
@@ -291,11 +337,8 @@ def cmd_prepare(case_name: str, synthetic: bool, data_root: Path, src: Path | No
     return subprocess.run(argv, env=env, check=False).returncode
 
 
-def _select(args: argparse.Namespace, session: Session) -> tuple[list[RunRecord], int]:
-    """The runs the arguments name, and how many others of the case the filters hid."""
-    if args.run_id:  # the whole id, a unique prefix, or the short form tables show
-        return [session.find_run(args.run_id)], 0
-    every = session.runs(case=args.case)
+def _select(args: argparse.Namespace, every: list[RunRecord]) -> tuple[list[RunRecord], int]:
+    """The runs of the case the filters keep, and how many others they hid."""
     status = args.status or ("all" if args.prune else "passed")
     chosen = [r for r in every if status in ("all", r.status)]
     if args.older_than is not None:
@@ -327,15 +370,29 @@ def cmd_results(args: argparse.Namespace) -> int:
         raise UsageError("--prune: name the runs (RUN_ID, --status or --older-than)")
     if args.prune and args.run_id:
         check_run_id(args.run_id, "--prune")
-    session = _session(args)
-    try:
-        for record in session.open_store(create=False):
-            print(printable(interrupted_line(record)), file=sys.stderr)
-        records, hidden = _select(args, session)
+    if len(_stores(args)) > 1:
         if args.prune:
-            return _prune(session, records)
-    finally:
-        session.close()
+            raise UsageError("--prune: one store at a time (--store given more than once)")
+        merged = _read_stores(args)
+        if args.run_id:
+            records, hidden = [merged.find(args.run_id)], 0
+        else:
+            records, hidden = _select(
+                args, [r for r in merged.records if args.case in (None, r.case)]
+            )
+    else:
+        session = _session(args)
+        try:
+            for record in session.open_store(create=False):
+                print(printable(interrupted_line(record)), file=sys.stderr)
+            if args.run_id:  # the whole id, a unique prefix, or the short form tables show
+                records, hidden = [session.find_run(args.run_id)], 0
+            else:
+                records, hidden = _select(args, session.runs(case=args.case))
+            if args.prune:
+                return _prune(session, records)
+        finally:
+            session.close()
     if records or args.format != "md":  # JSON and CSV stay machine-readable when empty
         print(printable(render(records, args.format, ids=True)))
         if args.run_id and args.format == "md":  # one run: notes, what MFU divides, energy, env
@@ -349,6 +406,17 @@ def cmd_results(args: argparse.Namespace) -> int:
     if hidden and args.format == "md":
         print(f"({hidden} run(s) with another status hidden: --status all shows them)")
     return 0
+
+
+def _read_stores(args: argparse.Namespace) -> Merged:
+    """The runs of the stores named (--store more than once), read as one; a run id found
+    in two of them said on stderr."""
+    from tui.results import transfer
+
+    merged = transfer.read_stores(_stores(args))
+    for note in merged.notes:
+        print(printable(f"fleetperf: {note}"), file=sys.stderr)
+    return merged
 
 
 def notes_text(record: RunRecord) -> str:
@@ -381,20 +449,24 @@ def cmd_report(args: argparse.Namespace) -> int:
                 f"--since {args.since!r}: expected a date (2026-11-01) or an ISO time"
             ) from None
         since = utc_iso(moment if moment.tzinfo else moment.replace(tzinfo=UTC))
-    session = _session(args)
-    try:
-        session.open_store(create=False)
-        records = session.runs()
-        where = session.store.path
-    finally:
-        session.close()
+    if len(_stores(args)) > 1:  # history bands over all of them
+        merged = _read_stores(args)
+        records, where = merged.records, merged.where
+    else:
+        session = _session(args)
+        try:
+            session.open_store(create=False)
+            records = session.runs()
+            where = session.store.where
+        finally:
+            session.close()
     unknown = [c for c in args.case if c not in {r.case for r in records}]
     if unknown:
         raise UsageError(f"--case {unknown[0]!r}: no runs of it in {where}")
     if args.case:
         records = [r for r in records if r.case in args.case]
     try:
-        report.write_report(args.output, report.render(records, session.results_dir, since))
+        report.write_report(args.output, report.render(records, _results_dir(args), since))
     except OSError as exc:
         raise UsageError(f"-o {args.output}: {exc.strerror}") from None
     print(printable(f"wrote {args.output} ({len(records)} run(s))"))
@@ -425,6 +497,39 @@ def cmd_cleanup(args: argparse.Namespace) -> int:
     if not cleaned:
         print("no interrupted runs to clean up")
     return code
+
+
+def cmd_store(args: argparse.Namespace) -> int:
+    """``store export``: every run as JSON lines; ``store import FILE``: the runs the store
+    lacks (tui/results/transfer.py)."""
+    from tui.results import transfer
+    from tui.results.store import ResultStore
+
+    if args.action == "import":
+        records = transfer.read_export(args.file)  # every line checked before any is stored
+        with ResultStore(_store(args)) as store:  # made where there is none
+            done = transfer.import_records(store, records)
+            where = store.where
+        print(
+            printable(
+                f"imported {done.added} run(s) into {where}; {done.identical} already there"
+                f" (identical), {len(done.different)} already there with another record"
+            )
+        )
+        for run_id in done.different:
+            print(printable(f"fleetperf: run {run_id}: kept {where}'s record"), file=sys.stderr)
+        return 1 if done.different else 0
+    with transfer.open_existing(_store(args)) as store:
+        if args.output is None:
+            transfer.export(store, sys.stdout)
+            return 0
+        try:
+            with args.output.open("w", encoding="utf-8") as out:
+                count = transfer.export(store, out)
+        except OSError as exc:
+            raise UsageError(f"-o {args.output}: {exc.strerror}") from None
+    print(printable(f"wrote {args.output} ({count} run(s) from {store.where})"))
+    return 0
 
 
 def cmd_peak(args: argparse.Namespace) -> int:
@@ -565,6 +670,15 @@ SUBCOMMANDS = (
         cmd_report,
     ),
     Subcommand(
+        "store",
+        "move runs between stores: export (JSON lines), import",
+        _store_arguments,
+        cmd_store,
+        "export: every run of the store as JSON lines, a header first (docs/store.md);"
+        " import FILE: the runs of an export the store lacks (a run id it has is skipped,"
+        " its record kept).",
+    ),
+    Subcommand(
         "cleanup",
         "stop what interrupted runs left on their hosts, and mark them",
         _cleanup_arguments,
@@ -625,7 +739,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         if given:
             p.error(
                 f"{given[0]} needs --batch (the app picks cases, configs and overrides"
-                " on its Cases screen; it takes -i, --results and --data-root)"
+                " on its Cases screen; it takes -i, --results, --data-root and --store)"
             )
     return args
 
@@ -640,7 +754,8 @@ def main(argv: list[str] | None = None) -> int:
             inventory = (args.inventory or DEFAULT_INVENTORY).resolve()
             if not inventory.is_file():  # refused here, not on the Hosts screen
                 raise InventoryError(f"inventory {inventory}: no such file")
-            return _app("main", False, inventory, _results_dir(args), _data_root(args))
+            results, data_root = _results_dir(args), _data_root(args)
+            return _app("main", False, inventory, results, data_root, args.store)
         from tui.batch import BatchArgs, run_batch
 
         return run_batch(
@@ -657,6 +772,7 @@ def main(argv: list[str] | None = None) -> int:
                 judge=not args.no_judge,
                 smoke=args.smoke,
                 suite=args.suite,
+                store=args.store,
             )
         )
     except UserInputError as exc:

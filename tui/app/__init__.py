@@ -11,9 +11,10 @@ def main(
     inventory: Path | None = None,
     results_dir: Path | None = None,
     data_root: Path | None = None,
+    store: str | None = None,
 ) -> int:
-    """Run the app in this terminal on the inventory, results and data root given (the
-    defaults where None); ``read_only``: as served in a browser (no provisioning, no
+    """Run the app in this terminal on the inventory, results, data root and store given
+    (the defaults where None); ``read_only``: as served in a browser (no provisioning, no
     chosen export path)."""
     from tui.app.app import AppConfig, FleetperfApp
     from tui.core.paths import DEFAULT_INVENTORY, default_data_root, default_results_dir
@@ -23,6 +24,7 @@ def main(
         results_dir=(results_dir or default_results_dir()).resolve(),
         data_root=(data_root or default_data_root()).resolve(),
         read_only=read_only,
+        store=store,
     )
     return FleetperfApp(config).run() or 0
 

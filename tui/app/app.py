@@ -40,6 +40,7 @@ class AppConfig:
     # Served in a browser without --allow-write: no provisioning (root on the hosts) and
     # exports only to the results directory, never to a path typed in the page.
     read_only: bool = False
+    store: str | None = None  # --store; None: FLEETPERF_STORE, else the results directory's
 
     @property
     def store_path(self) -> Path:
@@ -73,7 +74,11 @@ class FleetperfApp(App[int]):
         self.batches: list[Batch] = []
         # Everything the screens ask of hosts, runs and the store goes through the engine.
         self.session = Session(
-            config.inventory, config.results_dir, config.data_root, config.cases_dir
+            config.inventory,
+            config.results_dir,
+            config.data_root,
+            config.cases_dir,
+            store=config.store,
         )
         self._shown_modes = {self.DEFAULT_MODE}
 

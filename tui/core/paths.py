@@ -6,6 +6,8 @@ import os
 import re
 from pathlib import Path
 
+from tui.core.errors import UsageError
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The harness always lives here; FLEETPERF_CASES_DIR points the catalog at other cases.
 HARNESS_DIR = REPO_ROOT / "cases"
@@ -26,6 +28,41 @@ def default_data_root() -> Path:
 
 def store_path(results_dir: Path) -> Path:
     return results_dir / STORE_FILE
+
+
+def settings_store() -> Path:
+    """The settings file naming a team's store for every command of this user: its first
+    line that is not blank or a # comment (docs/store.md)."""
+    config = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(config) / "fleetperf" / "store"
+
+
+def default_store(results_dir: Path) -> str:
+    """The store fleetperf uses where --store is not given: FLEETPERF_STORE (a path,
+    sqlite:///PATH or postgresql://...), else the settings file's, else the results
+    directory's SQLite file."""
+    if os.environ.get("FLEETPERF_STORE"):
+        return os.environ["FLEETPERF_STORE"]
+    settings = settings_store()
+    try:
+        lines = settings.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        lines = []
+    except (OSError, UnicodeDecodeError) as exc:
+        why = getattr(exc, "strerror", None) or "not UTF-8 text"
+        raise UsageError(f"{settings}: cannot read the store's setting ({why})") from None
+    named = [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
+    return named[0] if named else str(store_path(results_dir))
+
+
+def store_file(where: str) -> Path | None:
+    """The SQLite file a store location names (a path or sqlite:///PATH, as
+    tui/results/storedb.py reads them); None for a database server's URL."""
+    if "://" not in where:
+        return Path(where)
+    if where.startswith("sqlite:///"):
+        return Path(where.removeprefix("sqlite:///").partition("?")[0])
+    return None
 
 
 # A name a host gave (a Slurm node's, a file's) that becomes one path component here:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tui.catalog import catalog, images
 from tui.catalog.metrics import CaseMetric
@@ -41,16 +41,19 @@ from tui.core.events import (
     RunStatus,
     SysSample,
 )
-from tui.core.paths import DEFAULT_INVENTORY, default_data_root, store_path
+from tui.core.paths import DEFAULT_INVENTORY, default_data_root
 from tui.engine import attach, hostcheck
 from tui.engine.inventory import Inventory, executor_of, load_inventory, select_hosts
 from tui.executors.base import DEFAULT_KIND, DOCKER, Executor, Launch, Outcome, new_run_id
 from tui.executors.hostfiles import host_file_limits
 from tui.executors.registry import executor_for
 from tui.results import references
+from tui.results.interrupted import controller_id, mark_interrupted
 from tui.results.monitoring import Monitor
 from tui.results.record import RUN_ID, RunRecord, now_utc_iso, write_result_json
-from tui.results.store import ResultStore, controller_id, mark_interrupted
+
+if TYPE_CHECKING:
+    from tui.results.store import ResultStore
 
 Callback = Callable[[Event], None]
 FOLLOW_POLL_S = 0.5  # how often a followed run's log and record are read
@@ -353,8 +356,11 @@ class Session:
         cases_dir: Path = paths.CASES_DIR,
         lease_wait_s: float = 0.0,
         judge: bool = True,
+        store: str | None = None,
     ) -> None:
         self.inventory = inventory
+        # Where the results store is (--store): a path, sqlite:///PATH or postgresql://...
+        self.store_at = store or paths.default_store(results_dir)
         self.judge = judge  # passed runs get a verdict (tui/results/references.py)
         self.cases_dir = cases_dir
         self.lease_wait_s = lease_wait_s  # how long a run waits for a host another holds
@@ -627,7 +633,8 @@ class Session:
 
     def has_store(self) -> bool:
         """Whether there is a results store yet (reading one never makes one)."""
-        return self._store is not None or store_path(self.results_dir).is_file()
+        file = paths.store_file(self.store_at)  # a database server: always there
+        return self._store is not None or file is None or file.is_file()
 
     def open_store(self, create: bool = True) -> list[RunRecord]:
         """Open the results store, made where there is none if ``create`` (else
@@ -636,10 +643,12 @@ class Session:
         with self._store_lock:
             if self._store is not None:
                 return []
-            path = store_path(self.results_dir)
-            if not create and not path.is_file():
-                raise UsageError(f"no results store at {path} (run a case first)")
-            self._store = ResultStore(path)
+            file = paths.store_file(self.store_at)
+            if not create and file is not None and not file.is_file():
+                raise UsageError(f"no results store at {file} (run a case first)")
+            from tui.results.store import ResultStore  # its database libraries: loaded now
+
+            self._store = ResultStore(self.store_at)
             return mark_interrupted(self._store)
 
     @property
@@ -686,7 +695,7 @@ class Session:
         show (UsageError, one line, when none or several)."""
         record = self.store.get(self.store.resolve(text))
         if record is None:  # pruned by another controller since
-            raise UsageError(f"no run {text!r} in {self.store.path}")
+            raise UsageError(f"no run {text!r} in {self.store.where}")
         return record
 
     def prune(self, records: list[RunRecord]) -> Iterator[tuple[RunRecord, bool]]:
@@ -698,7 +707,7 @@ class Session:
         if runs.is_symlink():
             raise UsageError(f"{runs}: a link; --prune removes run directories only in place")
         for record in records:
-            check_run_id(record.run_id, str(self.store.path))
+            check_run_id(record.run_id, self.store.where)
         for record in records:
             if record.status == "running":
                 yield record, False

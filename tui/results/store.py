@@ -18,12 +18,20 @@ from typing import Any, NamedTuple, Self
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from tui.core import liveness
 from tui.core.errors import StoreError
+from tui.results.interrupted import controller_id, interrupted_line, mark_interrupted
 from tui.results.record import RunRecord
 from tui.results.storedb import SCHEMA_VERSION, Target, metrics, open_engine, reason, runs
 
-__all__ = ["SCHEMA_VERSION", "MetricPoint", "ResultStore", "StoreError"]
+__all__ = [  # controller_id ... interrupted_line: tui/results/interrupted.py's, used with a store
+    "SCHEMA_VERSION",
+    "MetricPoint",
+    "ResultStore",
+    "StoreError",
+    "controller_id",
+    "interrupted_line",
+    "mark_interrupted",
+]
 
 RESOLVE_SHOWN = 5  # an ambiguous run id: the matches named in the refusal
 
@@ -183,19 +191,7 @@ class ResultStore:
         matches when several fit, or saying there is no such run."""
         with self._transaction(write=False) as conn:
             ids = list(conn.execute(sa.select(runs.c.run_id).order_by(runs.c.run_id)).scalars())
-        if text in ids:
-            return text
-        matches = [i for i in ids if text and (i.startswith(text) or _tail(i).startswith(text))]
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
-            raise StoreError(f"no run {text!r} in {self.where}")
-        shown = ", ".join(matches[:RESOLVE_SHOWN])
-        more = f" and {len(matches) - RESOLVE_SHOWN} more" if len(matches) > RESOLVE_SHOWN else ""
-        raise StoreError(
-            f"run {text!r} is ambiguous: {len(matches)} runs match ({shown}{more});"
-            " give more of the id"
-        )
+        return resolve_id(ids, text, self.where)
 
     def interrupt(self, record: RunRecord, error: str) -> bool:
         """Mark a run 'interrupted' if it is still 'running' under the same controller."""
@@ -262,6 +258,23 @@ def _run_row(record: RunRecord) -> dict[str, Any]:
     return row
 
 
+def resolve_id(ids: list[str], text: str, where: str) -> str:
+    """The one of ``ids`` (sorted) that ``text`` names, as ResultStore.resolve says; ``where``
+    names the store(s) in the refusal."""
+    if text in ids:
+        return text
+    matches = [i for i in ids if text and (i.startswith(text) or _tail(i).startswith(text))]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise StoreError(f"no run {text!r} in {where}")
+    shown = ", ".join(matches[:RESOLVE_SHOWN])
+    more = f" and {len(matches) - RESOLVE_SHOWN} more" if len(matches) > RESOLVE_SHOWN else ""
+    raise StoreError(
+        f"run {text!r} is ambiguous: {len(matches)} runs match ({shown}{more}); give more of the id"
+    )
+
+
 def _tail(run_id: str) -> str:
     """The random tail of STAMP-CASE-TOKEN (new_run_id, tui/executors/base.py), which
     tables shorten."""
@@ -271,30 +284,3 @@ def _tail(run_id: str) -> str:
 def _filters(**equals: str | None) -> list[sa.ColumnElement[bool]]:
     """Conditions on runs for the filters that are set."""
     return [runs.c[_COLUMN.get(k, k)] == v for k, v in equals.items() if v is not None]
-
-
-def controller_id() -> str:
-    """Who runs a run: this controller's lease (tui/core/liveness.py), as records keep it."""
-    return liveness.this_controller().text()
-
-
-def mark_interrupted(store: ResultStore) -> list[RunRecord]:
-    """Runs left 'running' by a controller that this one can prove gone -> 'interrupted'.
-    (One it cannot judge, in another PID namespace or on another machine, stays running.)"""
-    error = "the controller stopped while the run was running"
-    marked = []
-    for record in store.list(status="running"):
-        if liveness.proven_dead(liveness.parse(record.controller)) and store.interrupt(
-            record, error
-        ):
-            marked.append(record.model_copy(update={"status": "interrupted", "error": error}))
-    return marked
-
-
-def interrupted_line(record: RunRecord) -> str:
-    """What to tell the operator about a run found interrupted."""
-    return (
-        f"fleetperf: run {record.run_id} ({record.case} {record.vendor}/{record.config} on"
-        f" {', '.join(record.hosts)}) was interrupted: its controller stopped;"
-        " `fleetperf cleanup` stops what is left on its hosts"
-    )

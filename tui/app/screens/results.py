@@ -110,7 +110,7 @@ class ResultsScreen(Screen[None]):
     def _load(self) -> None:
         session = self.app.session
         if not session.has_store():  # reading never makes one
-            note = f"No results store at {self.app.config.store_path} yet."
+            note = f"No results store at {session.store_at} yet."  # a file: no password
             self.app.call_from_thread(self._show, [], note)
             return
         try:
