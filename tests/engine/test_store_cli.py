@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Fleetperf
-from pgcluster import USER, Cluster, pg, pg_template  # noqa: F401 (fixtures)
+from pgcluster import PASSWORD, USER, Cluster, pg, pg_template  # noqa: F401 (fixtures)
 from seed_records import PEAK, seed001_records
 
 from tui.core import liveness
@@ -56,6 +56,9 @@ def test_two_controllers_write_one_postgresql_store_at_once(
         assert out.returncode == 0, out.stderr
         assert len(json.loads(out.stdout)) == 4
         assert not (fp.results / "fleetperf.sqlite").exists()  # the store was the server
+        kept = [p for p in fp.results.rglob("*") if p.is_file()]  # records, logs, artifacts
+        assert kept and not [p for p in kept if PASSWORD.encode() in p.read_bytes()]
+    assert not [o for pair in outs for o in pair if PASSWORD in o]
 
 
 def test_a_wrong_password_is_one_line_and_nothing_launches(
