@@ -6,15 +6,37 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+# ansible imported before any app runs: its import patches stdout, and inside run_test
+# stdout is the app's capture, with no file descriptor (the hosts check imports ansible).
+import ansible.cli  # noqa: F401
 import pytest
 from app_support import history, make_app, plain, run, seed_store, wait_for
+from textual.screen import Screen
 from textual.widgets import DataTable, Input, Select, Static
 
 from tui.app.screens.results import ExportScreen, ResultsScreen
+from tui.app.widgets.plots import HistoryPlot, RunCurves, RunPlot, config_history, run_curves
+from tui.app.widgets.runtable import SeedsTable, SeedsView
 from tui.results.compare import compare
-from tui.results.record import Peak
+from tui.results.record import Peak, RunRecord
+from tui.results.references import history_band
+from tui.results.report import loss_curve, rolling_bands, series
 from tui.results.store import ResultStore
 from tui.results.tables import render
+from tui.results.verdict import Check, Verdict
+
+
+def seeds_text(screen: Screen) -> str:
+    """The seeds' pane as plain text: each table's header and rows, then the notes."""
+    lines = []
+    for widget in screen.query_one(SeedsView).children:
+        if isinstance(widget, DataTable):
+            rows = [[c.label for c in widget.ordered_columns]]
+            rows += [widget.get_row_at(i) for i in range(widget.row_count)]
+            lines += [" | ".join(str(cell) for cell in row) for row in rows]
+        elif isinstance(widget, Static):
+            lines.append(plain(widget, width=300))
+    return "\n".join(lines)
 
 
 def test_compare_flags_a_change_outside_the_earlier_spread() -> None:
@@ -70,8 +92,13 @@ def test_history_filters_compare_and_export(tmp_path: Path) -> None:
             await wait_for(pilot, lambda: table.row_count == len(records))
             # Newest first.
             assert str(table.coordinate_to_cell_key((0, 0)).row_key.value) == "run-new"
-            pane = screen.query_one("#result-view", Static)
-            assert "### distilbert-pytorch" in plain(pane)  # the seeds' table of what is shown
+            # The seeds' table of what is shown: a table widget per case, not markdown source.
+            await wait_for(pilot, lambda: bool(screen.query(SeedsTable)))
+            (seeds,) = screen.query(SeedsTable)
+            assert seeds.row_count == len(records)
+            assert [str(c.label) for c in seeds.ordered_columns][:3] == ["run", "date", "配置"]
+            assert "###" not in seeds_text(screen)
+            pane = screen.query_one("#compare-view", Static)
             screen.query_one("#filter-config", Select).value = "A100x2x8"
             await wait_for(pilot, lambda: table.row_count == 1)
             screen.query_one("#filter-config", Select).value = "A100x1x8"
@@ -114,9 +141,8 @@ def test_no_store_yet_says_so(tmp_path: Path) -> None:
         app = make_app(tmp_path)
         async with app.run_test(size=(80, 24)) as pilot:
             await pilot.press("4")
-            await wait_for(pilot, lambda: bool(app.screen.query("#result-view")))
-            pane = app.screen.query_one("#result-view", Static)
-            await wait_for(pilot, lambda: "No results store" in plain(pane))
+            await wait_for(pilot, lambda: bool(app.screen.query(SeedsView)))
+            await wait_for(pilot, lambda: "No results store" in seeds_text(app.screen))
             assert not (tmp_path / "results" / "fleetperf.sqlite").exists()
 
     run(scenario())
@@ -141,14 +167,13 @@ def test_a_run_error_shows_literally_and_its_escapes_do_not_reach_the_terminal(
             screen = app.screen
             table = screen.query_one("#history", DataTable)
             await wait_for(pilot, lambda: table.row_count == 1)
-            pane = screen.query_one("#result-view", Static)
-            await wait_for(pilot, lambda: "failed:" in plain(pane, width=300))
-            text = plain(pane, width=300)
+            await wait_for(pilot, lambda: "failed:" in seeds_text(screen))
+            text = seeds_text(screen)
             assert "failed: [rank0]: boom [/x] [@click=app.quit] " in text
             assert "\\u001b]0;evil\\u0007\\u001b[2J" in text  # shown, not obeyed
             assert "\x1b" not in text and "\x07" not in text
             assert str(table.get_cell("run-0", "status")) == "failed"
-            await pilot.click("#result-view")  # a click on the error: no action runs
+            await pilot.click(SeedsTable)  # a click on the error: no action runs
             await pilot.pause(0.2)
             assert app.is_running
 
@@ -210,12 +235,12 @@ def test_one_marked_run_shows_what_its_mfu_divides_and_its_config_env(tmp_path: 
             await pilot.press("4")
             table = app.screen.query_one("#history", DataTable)
             await wait_for(pilot, lambda: table.row_count == len(records))
-            pane = app.screen.query_one("#result-view", Static)
-            assert "datasheet peak" not in plain(pane)  # several runs: the table alone
+            await wait_for(pilot, lambda: bool(app.screen.query(SeedsTable)))
+            assert "datasheet peak" not in seeds_text(app.screen)  # several runs: the table
             table.focus()
             await pilot.press("space")  # the newest run, first row
-            await wait_for(pilot, lambda: "datasheet peak" in plain(pane, width=140))
-            text = plain(pane, width=140)
+            await wait_for(pilot, lambda: "datasheet peak" in seeds_text(app.screen))
+            text = seeds_text(app.screen)
             assert "156 TFLOP/s" in text and "31.2 TFLOP/s" in text and "math" in text
             assert "BKCL_FORCE_SYNC=1" in text
 
@@ -255,5 +280,90 @@ def test_a_run_id_typed_as_fleetperf_results_takes_it(tmp_path: Path) -> None:
             ]
             assert notice.startswith("run 'run-' is ambiguous: 6 runs match (run-0, run-1,")
             assert screen.marked == ["run-x8"]
+
+    run(scenario())
+
+
+def charted_history(results_dir: Path) -> list[RunRecord]:
+    """history() stored with run-new's p_core at 1500 (its four earlier runs: 1900) and
+    flagged as the engine's verdict would, and run-new's step records in its run directory
+    (loss falling, samples/s rising), as a finished run leaves them."""
+    records = history()
+    new = next(r for r in records if r.run_id == "run-new")
+    metric = new.registry()["p_core"]
+    band = history_band([1900.0] * 4, metric)
+    assert band is not None
+    flag = Check(
+        metric="p_core",
+        value=1500.0,
+        low=band[0],
+        high=band[1],
+        source="history",
+        basis="median of 4 earlier runs - max(3 MADs, tolerance)",
+        flagged=True,
+    )
+    update = {"verdict": Verdict(checks=[flag]), "metrics": new.metrics | {"p_core": 1500.0}}
+    records = [r.model_copy(update=update) if r is new else r for r in records]
+    with ResultStore(results_dir / "fleetperf.sqlite") as store:
+        for record in records:
+            store.add(record)
+    run_dir = results_dir / "runs" / "run-new"
+    run_dir.mkdir(parents=True)
+    lines = []
+    for step in range(10, 410, 10):
+        sample = {"type": "MetricSample", "run_id": "run-new", "host": "node-a", "rank": 0}
+        sample |= {"step": step, "loss": 2.0 / (step / 10) ** 0.5, "throughput": 1000 + step}
+        lines.append(json.dumps(sample))
+    lines.append("not json")  # a torn line: skipped
+    (run_dir / "events.jsonl").write_text("\n".join(lines) + "\n")
+    return records
+
+
+def test_config_history_is_the_reports_series_bands_and_flags(tmp_path: Path) -> None:
+    records = charted_history(tmp_path / "results")
+    new = next(r for r in records if r.run_id == "run-new")
+    hist = config_history(new, records)
+    assert hist is not None
+    assert hist.metric.name == "p_core"  # the report's headline throughput
+    (runs,) = series([r for r in records if r.config == "A100x1x8"]).values()
+    assert [r.run_id for r in hist.runs] == [r.run_id for r in runs]
+    assert hist.bands == rolling_bands(hist.metric, runs)
+    assert hist.flagged == [r.run_id == "run-new" for r in runs]
+    assert hist.current == len(runs) - 1
+    curves = run_curves(tmp_path / "results", "run-new")
+    assert curves.loss == loss_curve(tmp_path / "results", "run-new")
+    assert curves.throughput[0] == (10, 1010.0) and len(curves.throughput) == 40
+    assert run_curves(tmp_path / "results", "run-0") == RunCurves("run-0", [], [])
+
+
+def test_charts_follow_the_highlighted_run(tmp_path: Path) -> None:
+    """c: the highlighted run's loss and samples/s per step, its config's history with the
+    band and the flagged run; moving the cursor redraws them for the next run."""
+    charted_history(tmp_path / "results")
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("4")
+            screen = app.screen
+            table = screen.query_one("#history", DataTable)
+            await wait_for(pilot, lambda: table.row_count == 6)
+            table.focus()
+            await pilot.press("c")
+            run_plot, history_plot = screen.query_one(RunPlot), screen.query_one(HistoryPlot)
+            await wait_for(pilot, lambda: run_plot.curves is not None)
+            assert run_plot.curves.run_id == "run-new" and len(run_plot.curves.loss) == 40
+            assert history_plot.history is not None and history_plot.history.flagged[-1]
+            legend = plain(screen.query_one("#history-legend", Static))
+            assert "p_core (samples/s): 5 nvidia/A100x1x8 runs" in legend
+            assert "x flagged" in legend and "● 1500.0 in >= 1615.0" in legend
+            drawn = str(run_plot.render())
+            assert "step" in drawn and "┤" in drawn  # an axis, not an empty box
+            await pilot.press("down")  # run-x8: another config, no step records
+            await wait_for(pilot, lambda: run_plot.curves.run_id == "run-x8")
+            assert "no step records" in plain(screen.query_one("#run-legend", Static))
+            assert history_plot.history is not None and len(history_plot.history.runs) == 1
+            await pilot.press("t")
+            assert screen.query_one("#result-pane").current == "seeds"
 
     run(scenario())

@@ -1,4 +1,4 @@
-"""Results: history from the store, the seeds' table, two runs compared, export."""
+"""Results: history from the store, the seeds' table, two runs compared, charts, export."""
 
 from __future__ import annotations
 
@@ -14,9 +14,31 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Button, DataTable, Footer, Header, Input, Label, Select, Static
+from textual.widget import Widget
+from textual.widgets import (
+    Button,
+    ContentSwitcher,
+    DataTable,
+    Footer,
+    Header,
+    Input,
+    Label,
+    Select,
+    Static,
+)
 
 from tui.app.safe import literal
+from tui.app.widgets.plots import (
+    History,
+    HistoryPlot,
+    RunCurves,
+    RunPlot,
+    config_history,
+    history_legend,
+    run_curves,
+    run_legend,
+)
+from tui.app.widgets.runtable import SeedsView
 from tui.core import safefile
 from tui.core.errors import StoreError, UserInputError
 from tui.results.compare import compare
@@ -29,13 +51,19 @@ if TYPE_CHECKING:
 
 HISTORY_COLUMNS = ("", "run", "started", "case", "config", "status", "p_whole", "acc", "loss")
 FILTERS = ("case", "vendor", "config")
+TABLE_RUNS = 50  # none marked: the seeds' table of the newest this many shown runs
+PAGE = 200  # read first, drawn at once; the whole store follows (10,000 runs: seconds)
+LIST_ROWS = 500  # the run list: the newest this many shown runs, and every marked one
+PANES = {"table": "seeds", "compare": "compare", "charts": "charts"}
 
 
 class ResultsScreen(Screen[None]):
     """Every run in the results store, newest first, filtered by case, vendor and config;
     the run id field takes an id as fleetperf results does (whole, a unique prefix, or the
     short form of the run column) and marks that run. Space marks runs. The lower pane shows
-    the seeds' table of the marked runs (all shown runs if none is marked); with two marked,
+    the seeds' table of the marked runs as tables scrolled sideways (the newest 50 shown runs
+    if none is marked); Charts plot the highlighted run's loss and samples/s per step and
+    its config's history of its headline metric with the band and flagged runs; with two marked,
     Compare shows them side by side with the change of each metric, flagged (!) when the
     newer value lies outside the spread (min..max) of the earlier passed runs it is
     comparable with (case, config, hyperparameters, accelerator, data; loaded and quiet
@@ -61,6 +89,13 @@ class ResultsScreen(Screen[None]):
             tooltip="Two marked runs side by side (d)",
             id="results.compare",
         ),
+        Binding(
+            "c",
+            "charts",
+            "Charts",
+            tooltip="The highlighted run's curves and its config's history (c)",
+            id="results.charts",
+        ),
         Binding("e", "export", "Export", id="results.export"),
         Binding(
             "r",
@@ -77,8 +112,10 @@ class ResultsScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self.records: list[RunRecord] = []
+        self.shown: list[RunRecord] = []  # the records the filters let through, kept by _fill
         self.marked: list[str] = []
         self.mode = "table"
+        self.reading = False  # the whole store is being read after its newest runs
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -89,8 +126,17 @@ class ResultsScreen(Screen[None]):
                 # A run id as fleetperf results takes it: whole, a prefix, the short form.
                 yield Input(placeholder="run id", id="run-search")
             yield DataTable(id="history", cursor_type="row", zebra_stripes=True)
-            with VerticalScroll(id="result-pane"):
-                yield Static(id="result-view")
+            with ContentSwitcher(id="result-pane", initial="seeds"):
+                yield SeedsView(id="seeds")
+                with VerticalScroll(id="compare"):
+                    yield Static(id="compare-view")
+                with Horizontal(id="charts"):
+                    with Vertical(classes="plot"):
+                        yield Label(id="run-legend", classes="plot-legend")
+                        yield RunPlot(id="run-plot")
+                    with Vertical(id="history-plot-side", classes="plot"):
+                        yield Label(id="history-legend", classes="plot-legend")
+                        yield HistoryPlot(id="history-plot")
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -99,28 +145,37 @@ class ResultsScreen(Screen[None]):
             table.add_column(name, key=name or "mark")
 
     def on_screen_resume(self) -> None:
-        self.action_reload()
+        # Shown again: the newest runs are read again (new and finished runs); the whole
+        # store only the first time and on r.
+        self._load(whole=not self.records)
 
     # -- loading ----------------------------------------------------------------------
 
     def action_reload(self) -> None:
-        self._load()
+        self._load(whole=True)
 
     @work(thread=True, exclusive=True, group="store")
-    def _load(self) -> None:
+    def _load(self, whole: bool) -> None:
+        """The newest PAGE runs first, merged into what is shown, then (``whole``) every
+        run: a big store's list is drawn before the rest of it is read."""
         session = self.app.session
         if not session.has_store():  # reading never makes one
             note = f"No results store at {session.store_at} yet."  # a file: no password
             self.app.call_from_thread(self._show, [], note)
             return
         try:
-            records = session.runs()
+            newest = session.store.list(limit=PAGE)
+            by_id = {r.run_id: r for r in self.records} | {r.run_id: r for r in newest}
+            page = sorted(by_id.values(), key=lambda r: (r.started, r.run_id))
+            self.app.call_from_thread(self._show, page, "" if len(newest) < PAGE else "more")
+            if whole and len(newest) == PAGE:
+                self.app.call_from_thread(self._show, session.runs(), "")
         except StoreError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
-            return
-        self.app.call_from_thread(self._show, records, "")
 
     def _show(self, records: list[RunRecord], note: str) -> None:
+        """``note``: no store yet, or "more" while the rest of the store is being read."""
+        self.reading = note == "more"
         self.records = records
         for name in FILTERS:
             select = self.query_one(f"#filter-{name}", Select)
@@ -130,8 +185,8 @@ class ResultsScreen(Screen[None]):
             if current in values:
                 select.value = current
         self._fill()
-        if note:
-            self.query_one("#result-view", Static).update(literal(note))
+        if note and not self.reading:
+            self.query_one(SeedsView).show([], [Label(literal(note))])
 
     def _shown(self) -> list[RunRecord]:
         wanted = {name: self.query_one(f"#filter-{name}", Select).value for name in FILTERS}
@@ -149,8 +204,10 @@ class ResultsScreen(Screen[None]):
         table = self.query_one("#history", DataTable)
         current = self._cursor_run()  # the cursor stays on its run when the list changes
         table.clear()
-        shown = self._shown()
-        for r in reversed(shown):
+        self.shown = shown = self._shown()
+        listed = shown[-LIST_ROWS:]
+        listed += [r for r in shown[:-LIST_ROWS] if r.run_id in self.marked]
+        for r in sorted(listed, key=lambda r: (r.started, r.run_id), reverse=True):
             table.add_row(
                 _mark(r.run_id in self.marked),
                 literal(short_id(r.run_id)),
@@ -165,8 +222,13 @@ class ResultsScreen(Screen[None]):
             )
         if current in table.rows:
             table.move_cursor(row=table.get_row_index(current))
-        self.sub_title = f"{len(shown)} of {len(self.records)} runs, {len(self.marked)} marked"
+        self._subtitle(len(shown))
         self._render_pane()
+
+    def _subtitle(self, shown: int) -> None:
+        listed = f" (newest {LIST_ROWS} listed)" if shown > LIST_ROWS else ""
+        total = f"{len(self.records)}+ (reading)" if self.reading else str(len(self.records))
+        self.sub_title = f"{shown} of {total} runs{listed}, {len(self.marked)} marked"
 
     # -- a run by its id ----------------------------------------------------------------
 
@@ -190,7 +252,7 @@ class ResultsScreen(Screen[None]):
         if run_id not in {r.run_id for r in self.records}:  # stored since the last reload
             self.notify(f"run {run_id}: press r to read the store again", severity="warning")
             return
-        if run_id not in {r.run_id for r in self._shown()}:
+        if run_id not in {r.run_id for r in self.shown}:
             for name in FILTERS:
                 self.query_one(f"#filter-{name}", Select).clear()
         if run_id not in self.marked:
@@ -218,43 +280,95 @@ class ResultsScreen(Screen[None]):
             self.marked.append(run_id)
         table = self.query_one("#history", DataTable)
         table.update_cell(run_id, "mark", _mark(run_id in self.marked))
-        self.sub_title = (
-            f"{len(self._shown())} of {len(self.records)} runs, {len(self.marked)} marked"
-        )
+        self._subtitle(len(self.shown))
         self._render_pane()
 
     def _selection(self) -> list[RunRecord]:
         by_id = {r.run_id: r for r in self.records}
         marked = [by_id[m] for m in self.marked if m in by_id]
-        return sorted(marked, key=lambda r: r.started) if marked else self._shown()
+        return sorted(marked, key=lambda r: r.started) if marked else self.shown
 
     def action_table(self) -> None:
-        self.mode = "table"
-        self._render_pane()
+        self._switch("table")
 
     def action_compare(self) -> None:
         if len(self.marked) != 2:
             self.notify("Mark exactly two runs (space) to compare them.", severity="warning")
             return
-        self.mode = "compare"
+        self._switch("compare")
+
+    def action_charts(self) -> None:
+        self._switch("charts")
+
+    def _switch(self, mode: str) -> None:
+        self.mode = mode
+        self.query_one(ContentSwitcher).current = PANES[mode]
+        self.set_class(mode == "charts", "-charts")  # the run list gives the charts room
         self._render_pane()
 
     def _render_pane(self) -> None:
-        view = self.query_one("#result-view", Static)
+        if self.mode == "charts":
+            self._load_charts(self._cursor_run())
+            return
+        if self.mode == "compare" and len(self.marked) == 2:
+            before, after = self._selection()
+            # Its spread comes from its config's runs only (comparable_key): looked at alone.
+            same = [r for r in self.records if _config(r) == _config(after)]
+            table = _compare_table(before, after, same)
+            view = self.query_one("#compare-view", Static)
+            view.update(Group(table, _verdict_table(after)) if after.verdict else table)
+            return
+        self.query_one(ContentSwitcher).current = "seeds"  # compare needs two marked
+        self.query_one(SeedsView).show(*self._seeds_table())
+
+    def _seeds_table(self) -> tuple[list[RunRecord], list[Widget]]:
+        """The runs for the seeds' table, and what goes under it: the verdicts that flagged
+        a metric, one marked run's peak and config env, or which runs a long list shows."""
         selection = self._selection()
         if not selection:
-            view.update("No runs match.")
-        elif self.mode == "compare" and len(self.marked) == 2:
-            before, after = selection
-            table = _compare_table(before, after, self.records)
-            view.update(Group(table, _verdict_table(after)) if after.verdict else table)
-        else:
-            flagged = [r for r in selection if r.verdict and r.verdict.flagged]
-            tables = [literal(render(selection, "md")), *map(_verdict_table, flagged)]
-            if len(self.marked) == 1:  # one run: what its MFU divides, the env its config set
-                (run,) = selection
-                tables += [literal(f"\n{peak_text(run)}\n\n{config_env_text(run)}")]
-            view.update(Group(*tables) if len(tables) > 1 else tables[0])
+            return [], [Label("No runs match.")]
+        notes: list[Widget] = []
+        if not self.marked and len(selection) > TABLE_RUNS:
+            selection = selection[-TABLE_RUNS:]
+            notes.append(
+                Label(
+                    f"The newest {TABLE_RUNS} of {len(self.shown)} shown runs: mark runs"
+                    " (space) for theirs.",
+                    classes="hint",
+                )
+            )
+        flagged = [r for r in selection if r.verdict and r.verdict.flagged]
+        notes += [Static(_verdict_table(r)) for r in flagged]
+        if len(self.marked) == 1:  # one run: what its MFU divides, the env its config set
+            (run,) = selection
+            notes.append(Static(literal(f"{peak_text(run)}\n\n{config_env_text(run)}")))
+        return selection, notes
+
+    # -- charts -----------------------------------------------------------------------
+
+    @on(DataTable.RowHighlighted, "#history")
+    def _highlighted(self) -> None:
+        if self.mode == "charts":
+            self._load_charts(self._cursor_run())
+
+    @work(thread=True, exclusive=True, group="charts")
+    def _load_charts(self, run_id: str | None) -> None:
+        """Read the run's events file and its config's series here, draw on the app's thread."""
+        run = next((r for r in self.records if r.run_id == run_id), None)
+        if run is None:
+            self.app.call_from_thread(self._draw_charts, None, None, None)
+            return
+        curves = run_curves(self.app.config.results_dir, run.run_id)
+        history = config_history(run, self.records)
+        self.app.call_from_thread(self._draw_charts, run, curves, history)
+
+    def _draw_charts(
+        self, run: RunRecord | None, curves: RunCurves | None, history: History | None
+    ) -> None:
+        self.query_one("#run-legend", Label).update(run_legend(curves))
+        self.query_one(RunPlot).show(curves)
+        self.query_one("#history-legend", Label).update(history_legend(history, run))
+        self.query_one(HistoryPlot).show(history)
 
     # -- export -----------------------------------------------------------------------
 
@@ -341,6 +455,10 @@ def _verdict_table(record: RunRecord) -> Table:
 
 def _mark(marked: bool) -> Text:
     return Text("[x]" if marked else "[ ]")
+
+
+def _config(record: RunRecord) -> tuple[str, str, str]:
+    return record.case, record.vendor, record.config
 
 
 def _field(record: RunRecord, name: str) -> str:
