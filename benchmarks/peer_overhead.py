@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/peer_overhead.py [--rounds 4] [--distilbert-rounds 4]
 
-Two workloads, each run three ways interleaved in rotating order (round r starts with way
-r mod 3, so the machine's load drifts over every way alike):
+Two workloads, each run three ways (four with ``--before``) interleaved in rotating order
+(round r starts with way r mod n, so the machine's load drifts over every way alike):
 
 - ``direct``: the case's entrypoint started by hand per docs/workload-contract.md, with the
   config.json and environment a fleetperf run resolved (a warm-up fleetperf run, not
@@ -11,7 +11,9 @@ r mod 3, so the machine's load drifts over every way alike):
 - ``fleetperf``: ``fleetperf --batch --no-judge`` on the local inventory;
 - ``reframe``: ReFrame 4.10.4 (pip-installed from PyPI into a throwaway venv under /tmp on
   first use) with its generic local system and local scheduler, running a minimal
-  RunOnlyRegressionTest whose executable is the direct way's command.
+  RunOnlyRegressionTest whose executable is the direct way's command;
+- ``fleetperf-before`` (``--before DIR``): the fleetperf way from another source tree, so
+  a change is measured before and after in one run.
 
 The workloads: distilbert-pytorch cpu/CPUx1x1 on synthetic data (50 steps of batch 16, one
 evaluation, as benchmarks/observer_effect.py runs it) and the torch-free emitter fixture
@@ -119,7 +121,7 @@ class Cgroup:
             time.sleep(0.05)
 
 
-def measured(argv: list[str], env: dict[str, str], entry: str, name: str) -> dict:
+def measured(argv: list[str], env: dict[str, str], entry: str, name: str, cwd: Path = REPO) -> dict:
     """Run ``argv`` in a fresh cgroup: wall seconds, exit status, controller and workload
     CPU-seconds."""
     cg = Cgroup(name)
@@ -132,9 +134,9 @@ def measured(argv: list[str], env: dict[str, str], entry: str, name: str) -> dic
         proc = subprocess.run(
             ["sh", "-c", join, "sh", *argv],
             env=env,
-            cwd=REPO,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
             check=False,
         )
@@ -145,7 +147,7 @@ def measured(argv: list[str], env: dict[str, str], entry: str, name: str) -> dic
         workload = cg.usage("workload")
         return {
             "rc": proc.returncode,
-            "stderr": proc.stderr[-1500:],
+            "output": proc.stdout[-3000:],
             "wall": wall,
             "controller_cpu": cg.usage() - workload,
             "workload_cpu": workload,
@@ -198,13 +200,13 @@ class PeerRun(rfm.RunOnlyRegressionTest):
 
     @sanity_function
     def has_result(self):
-        return sn.assert_found(r'"kind": "result"', {events!r})
+        return sn.assert_found(r'"kind": *"result"', {events!r})
 '''
 
 
 class Bench:
-    def __init__(self, tmp: Path, work: Workload, rfm: Path) -> None:
-        self.tmp, self.work, self.rfm = tmp, work, rfm
+    def __init__(self, tmp: Path, work: Workload, rfm: Path, before: Path | None) -> None:
+        self.tmp, self.work, self.rfm, self.before = tmp, work, rfm, before
         self.data = tmp / "data"
         self.entry = yaml.safe_load((work.cases_dir / work.case / "case.yaml").read_text())[
             "entrypoint"
@@ -264,9 +266,13 @@ class Bench:
         self.n += 1
         name = f"fleetperf-peer-{os.getpid()}-{self.n}"
         entry = f"{self.work.case}/{self.entry}"
-        if way == "fleetperf":
+        if way.startswith("fleetperf"):
             results = self.tmp / f"results-{self.n}"
-            out = measured(self.fleetperf_argv(results), self.env, entry, name)
+            if way == "fleetperf" or self.before is None:
+                out = measured(self.fleetperf_argv(results), self.env, entry, name)
+            else:  # the same command from the earlier source tree
+                env = {**self.env, "PYTHONPATH": str(self.before)}
+                out = measured(self.fleetperf_argv(results), env, entry, name, self.before)
             (run_dir,) = (results / "runs").iterdir()
             events = results / "hosts" / "localhost" / run_dir.name / "events.jsonl"
         else:
@@ -287,7 +293,7 @@ class Bench:
                 env.pop("PYTHONPATH", None)
             out = measured(argv, env, entry, name)
         if out["rc"] != 0 or not events.exists():
-            raise SystemExit(f"{way}: exit {out['rc']}\n{out['stderr']}")
+            raise SystemExit(f"{way}: exit {out['rc']}\n{out['output']}")
         metrics = result_event(events)["metrics"]
         return {**out, "p_core": metrics["p_core"], "overhead": out["wall"] - metrics["e2e_time"]}
 
@@ -296,7 +302,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=4, help="emitter rounds")
     ap.add_argument("--distilbert-rounds", type=int, default=4)
+    ap.add_argument(
+        "--before",
+        type=Path,
+        metavar="DIR",
+        help="a fourth way, fleetperf-before: fleetperf from this source tree (e.g. `git"
+        " archive COMMIT | tar -x -C DIR`), run with this venv, for a before/after in one run",
+    )
     args = ap.parse_args()
+    ways = WAYS + (("fleetperf-before",) if args.before else ())
     if os.geteuid() != 0:
         raise SystemExit("peer_overhead: needs root for its cgroups")
     rfm = reframe()
@@ -306,35 +320,35 @@ def main() -> int:
         if rounds < 1:
             continue
         with tempfile.TemporaryDirectory(prefix="fleetperf-peer-") as tmp:
-            bench = Bench(Path(tmp), WORKLOADS[label], rfm)
+            bench = Bench(Path(tmp), WORKLOADS[label], rfm, args.before)
             bench.prepare()
             print(
                 f"\n{label}: {bench.work.case} cpu/CPUx1x1 {' '.join(bench.work.sets)}, "
                 f"{rounds} rounds, order rotating"
             )
             print(
-                "round  way        p_core   wall s  overhead s  controller CPU s  workload CPU s"
-                "  load (1/5/15 min)"
+                "round  way               p_core   wall s  overhead s  controller CPU s"
+                "  workload CPU s  load (1/5/15 min)"
             )
-            rows: dict[str, list[dict]] = {w: [] for w in WAYS}
+            rows: dict[str, list[dict]] = {w: [] for w in ways}
             for r in range(rounds):
-                for way in WAYS[r % 3 :] + WAYS[: r % 3]:
+                for way in ways[r % len(ways) :] + ways[: r % len(ways)]:
                     row = bench.run(way)
                     rows[way].append(row)
                     print(
-                        f"{r + 1:5}  {way:9}  {row['p_core']:7.2f}  {row['wall']:6.2f}  "
+                        f"{r + 1:5}  {way:16}  {row['p_core']:7.2f}  {row['wall']:6.2f}  "
                         f"{row['overhead']:10.2f}  {row['controller_cpu']:16.2f}  "
                         f"{row['workload_cpu']:14.2f}  {uptime()}",
                         flush=True,
                     )
             print(f"{label} medians (min-max):")
-            for way in WAYS:
+            for way in ways:
                 p_core, over, ctl, wl = (
                     span([x[key] for x in rows[way]])
                     for key in ("p_core", "overhead", "controller_cpu", "workload_cpu")
                 )
                 print(
-                    f"  {way:9}  p_core {p_core}  overhead {over} s  controller CPU {ctl} s"
+                    f"  {way:16}  p_core {p_core}  overhead {over} s  controller CPU {ctl} s"
                     f"  workload CPU {wl} s"
                 )
     print(f"\nload at the end {uptime()}")
