@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 import json
-import threading
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tui.catalog.catalog import RunSpec
 from tui.core.errors import InventoryError
-from tui.executors.ansiblerun import PLAYBOOKS
+from tui.executors.ansiblerun import PLAYBOOKS, ansible_env
 from tui.executors.base import DEFAULT_KIND, SLURM
 from tui.executors.registry import KINDS
 
@@ -51,89 +51,28 @@ class Inventory:
 
 
 def load_inventory(path: Path) -> Inventory:
-    """The inventory as ``ansible-inventory -i PATH --list --playbook-dir playbooks`` gives
-    it (the playbooks' group_vars counted as a play would see them), read in this process
-    with Ansible's own classes: no process start and JSON round trip per plan (issue 33)."""
+    """``ansible-inventory --list`` with the playbooks' directory, so their group_vars
+    (chips, executors, images) count as a play would see them."""
     if not path.is_file():
         raise InventoryError(f"inventory {path}: no such file")
-    from ansible.errors import AnsibleError  # ansible's import is paid only by a plan
-
+    argv = [
+        str(Path(sys.executable).parent / "ansible-inventory"),
+        "-i",
+        str(path),
+        "--list",
+        "--playbook-dir",
+        str(PLAYBOOKS),
+    ]
+    proc = subprocess.run(argv, env=ansible_env(), capture_output=True, text=True, check=False)
     try:
-        with _ANSIBLE:
-            data = _inventory_list(path)
-    except AnsibleError as exc:
-        lines = [ln for ln in str(exc).splitlines() if ln.strip()]
-        raise InventoryError(f"inventory {path}: {lines[0] if lines else 'unreadable'}") from None
+        data = json.loads(proc.stdout) if proc.returncode == 0 else None
+    except json.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
+        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+        raise InventoryError(f"inventory {path}: {lines[-1] if lines else 'unreadable'}")
     hostvars = (data.pop("_meta", None) or {}).get("hostvars", {})
     return Inventory(path=path, groups=data, hostvars=hostvars)
-
-
-# Ansible's objects share process-wide state (the plugin loader, the vault secrets).
-_ANSIBLE = threading.Lock()
-
-
-@functools.cache
-def _vault_secrets() -> list[Any]:
-    """The vault secrets ansible-inventory sets up (the configured identities and
-    ANSIBLE_VAULT_PASSWORD_FILE, never a prompt), once: Ansible keeps them per process."""
-    from ansible import constants as C
-    from ansible.cli import CLI
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.plugins.loader import init_plugin_loader
-
-    init_plugin_loader()
-    vault_ids = list(C.DEFAULT_VAULT_IDENTITY_LIST)
-    return CLI.setup_vault_secrets(DataLoader(), vault_ids=vault_ids, auto_prompt=False)
-
-
-def _inventory_list(path: Path) -> dict[str, Any]:
-    """What ``ansible-inventory --list`` prints (ansible/cli/inventory.py: json_inventory,
-    its host variables and its JSON encoder), as Python values. Ansible's warnings (a
-    source no plugin parses) are kept out of the terminal, as they were in the captured
-    stderr of the process this replaces."""
-    from ansible import constants as C
-    from ansible._internal import _display_utils
-    from ansible._internal._json._profiles import _inventory_legacy
-    from ansible.inventory.manager import InventoryManager
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.plugins.loader import add_all_plugin_dirs
-    from ansible.vars.manager import VariableManager
-
-    secrets = _vault_secrets()
-    with _display_utils.DeferredWarningContext(variables={}):
-        loader = DataLoader()
-        loader.set_basedir(str(PLAYBOOKS))
-        add_all_plugin_dirs(str(PLAYBOOKS))
-        loader.set_vault_secrets(secrets)
-        inventory = InventoryManager(loader=loader, sources=[str(path)])
-        variables = VariableManager(loader=loader, inventory=inventory)
-        hosts = inventory.get_hosts("all")
-        names = frozenset(h.name for h in hosts)
-        out: dict[str, Any] = {}
-
-        def add_group(group: Any) -> None:
-            node: dict[str, list[str]] = {}
-            if group.name != "all":
-                node["hosts"] = [h.name for h in group.hosts if h.name in names]
-            node["children"] = [child.name for child in group.child_groups]
-            out[group.name] = {k: v for k, v in node.items() if v}
-            for child in group.child_groups:
-                if child.name not in out:
-                    add_group(child)
-            if not out[group.name]:
-                del out[group.name]
-
-        add_group(inventory.groups["all"])
-        hostvars = {}
-        for host in hosts:
-            hvars = variables.get_vars(host=host, include_hostvars=False, stage="all")
-            for name in C.INTERNAL_STATIC_VARS:
-                hvars.pop(name, None)
-            if hvars:
-                hostvars[host.name] = hvars
-        out["_meta"] = {"hostvars": hostvars}
-        # its encoder: the same plain values (vaulted ones as {"__ansible_vault": ...})
-        return json.loads(json.dumps(out, cls=_inventory_legacy.Encoder))
 
 
 def executor_of(inv: Inventory, host: str) -> str:
