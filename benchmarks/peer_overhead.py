@@ -289,7 +289,8 @@ class Bench:
                     )
                 )
                 argv = [str(self.rfm), "-c", str(test), "-r", "--prefix", str(run_dir / "rfm")]
-                env = {**os.environ}
+                # its log file (rfm-*.log, kept after the run) goes with the run's files
+                env = {**os.environ, "TMPDIR": str(run_dir)}
                 env.pop("PYTHONPATH", None)
             out = measured(argv, env, entry, name)
         if out["rc"] != 0 or not events.exists():
