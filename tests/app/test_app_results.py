@@ -14,6 +14,7 @@ from app_support import history, make_app, plain, run, seed_store, wait_for
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Select, Static
 
+from tui.app.screens import results as results_screen
 from tui.app.screens.results import ExportScreen, ResultsScreen
 from tui.app.widgets.plots import HistoryPlot, RunCurves, RunPlot, config_history, run_curves
 from tui.app.widgets.runtable import SeedsTable, SeedsView
@@ -365,5 +366,34 @@ def test_charts_follow_the_highlighted_run(tmp_path: Path) -> None:
             assert history_plot.history is not None and len(history_plot.history.runs) == 1
             await pilot.press("t")
             assert screen.query_one("#result-pane").current == "seeds"
+
+    run(scenario())
+
+
+def test_a_big_store_lists_its_newest_runs_first_then_reads_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The newest PAGE runs are listed before the rest of the store is read; the list holds
+    the newest LIST_ROWS shown runs and every marked one (scaled down: 6 runs, 4 and 3)."""
+    seed_store(tmp_path / "results")
+    monkeypatch.setattr(results_screen, "PAGE", 4)
+    monkeypatch.setattr(results_screen, "LIST_ROWS", 3)
+    monkeypatch.setattr(results_screen, "REST_AFTER_S", 0.01)
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("4")
+            screen = app.screen
+            assert isinstance(screen, ResultsScreen)
+            await wait_for(pilot, lambda: len(screen.records) == 6 and not screen.reading)
+            table = screen.query_one("#history", DataTable)
+            assert [str(k.value) for k in table.rows] == ["run-new", "run-x8", "run-3"]
+            assert screen.sub_title == "6 of 6 runs (newest 3 listed), 0 marked"
+            search = screen.query_one("#run-search", Input)
+            search.focus()
+            await pilot.press(*"run-0", "enter")  # older than the listed: marked, so listed
+            await wait_for(pilot, lambda: screen.marked == ["run-0"])
+            assert [str(k.value) for k in table.rows][-1] == "run-0"
 
     run(scenario())

@@ -51,8 +51,9 @@ if TYPE_CHECKING:
 
 HISTORY_COLUMNS = ("", "run", "started", "case", "config", "status", "p_whole", "acc", "loss")
 FILTERS = ("case", "vendor", "config")
-TABLE_RUNS = 50  # none marked: the seeds' table of the newest this many shown runs
-PAGE = 200  # read first, drawn at once; the whole store follows (10,000 runs: seconds)
+TABLE_RUNS = 20  # none marked: the seeds' table of the newest this many shown runs
+PAGE = 100  # read first, drawn at once; the whole store follows (10,000 runs: seconds)
+REST_AFTER_S = 0.5  # the whole store is read this long after the newest runs are shown
 LIST_ROWS = 500  # the run list: the newest this many shown runs, and every marked one
 PANES = {"table": "seeds", "compare": "compare", "charts": "charts"}
 
@@ -61,7 +62,7 @@ class ResultsScreen(Screen[None]):
     """Every run in the results store, newest first, filtered by case, vendor and config;
     the run id field takes an id as fleetperf results does (whole, a unique prefix, or the
     short form of the run column) and marks that run. Space marks runs. The lower pane shows
-    the seeds' table of the marked runs as tables scrolled sideways (the newest 50 shown runs
+    the seeds' table of the marked runs as tables scrolled sideways (the newest 20 shown runs
     if none is marked); Charts plot the highlighted run's loss and samples/s per step and
     its config's history of its headline metric with the band and flagged runs; with two marked,
     Compare shows them side by side with the change of each metric, flagged (!) when the
@@ -116,6 +117,7 @@ class ResultsScreen(Screen[None]):
         self.marked: list[str] = []
         self.mode = "table"
         self.reading = False  # the whole store is being read after its newest runs
+        self._seeds_key: object = None  # what the seeds' pane shows (redrawn when it changes)
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -156,8 +158,9 @@ class ResultsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="store")
     def _load(self, whole: bool) -> None:
-        """The newest PAGE runs first, merged into what is shown, then (``whole``) every
-        run: a big store's list is drawn before the rest of it is read."""
+        """The newest PAGE runs, merged into what is shown; then (``whole``) every run, once
+        the page is on the screen (_show): a big store's list is drawn before the rest of
+        it is read, not slowed by that read."""
         session = self.app.session
         if not session.has_store():  # reading never makes one
             note = f"No results store at {session.store_at} yet."  # a file: no password
@@ -167,11 +170,19 @@ class ResultsScreen(Screen[None]):
             newest = session.store.list(limit=PAGE)
             by_id = {r.run_id: r for r in self.records} | {r.run_id: r for r in newest}
             page = sorted(by_id.values(), key=lambda r: (r.started, r.run_id))
-            self.app.call_from_thread(self._show, page, "" if len(newest) < PAGE else "more")
-            if whole and len(newest) == PAGE:
-                self.app.call_from_thread(self._show, session.runs(), "")
+            more = whole and len(newest) == PAGE
+            self.app.call_from_thread(self._show, page, "more" if more else "")
         except StoreError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+
+    @work(thread=True, exclusive=True, group="store")
+    def _load_rest(self) -> None:
+        try:
+            records = self.app.session.runs()
+        except StoreError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            return
+        self.app.call_from_thread(self._show, records, "")
 
     def _show(self, records: list[RunRecord], note: str) -> None:
         """``note``: no store yet, or "more" while the rest of the store is being read."""
@@ -185,7 +196,12 @@ class ResultsScreen(Screen[None]):
             if current in values:
                 select.value = current
         self._fill()
-        if note and not self.reading:
+        if self.reading:
+            # After the page's tables are mounted and drawn: the read holds the interpreter
+            # for seconds, and begun at once it would halve the speed of that drawing.
+            self.set_timer(REST_AFTER_S, self._load_rest)
+        elif note:
+            self._seeds_key = None
             self.query_one(SeedsView).show([], [Label(literal(note))])
 
     def _shown(self) -> list[RunRecord]:
@@ -319,7 +335,12 @@ class ResultsScreen(Screen[None]):
             view.update(Group(table, _verdict_table(after)) if after.verdict else table)
             return
         self.query_one(ContentSwitcher).current = "seeds"  # compare needs two marked
-        self.query_one(SeedsView).show(*self._seeds_table())
+        runs, notes = self._seeds_table()
+        # Drawn again only when it would change: a mount is the costly part of a refill.
+        key = ([(r.run_id, r.status, r.finished) for r in runs], self.marked[:], len(self.shown))
+        if key != self._seeds_key:
+            self._seeds_key = key
+            self.query_one(SeedsView).show(runs, notes)
 
     def _seeds_table(self) -> tuple[list[RunRecord], list[Widget]]:
         """The runs for the seeds' table, and what goes under it: the verdicts that flagged

@@ -1,0 +1,172 @@
+"""The terminal app on a big results store: first paint, and the Results screen's steps.
+
+Builds N judged synthetic runs with report_scale.py's builder (or uses ``--store DIR``, a
+results directory it built before, kept with ``--keep``), then measures:
+
+- first paint: ``fleetperf --results DIR`` in a pseudo-terminal (80x24), from the spawn
+  to the first frame's footer on the terminal (the Cases screen drawn), median of 5, and
+  the same with an empty results directory, alternated (the machine's load apart);
+- in the app (headless, 120x40, in this process): open Results (key 4 to the screen drawn,
+  and to the newest runs listed), the rest of the store read behind them, filter by a
+  config, mark two runs, compare them; each step from the key (or the filter's new value)
+  to the screen settled; and a key bound to nothing, what the pilot itself costs.
+
+Target (issue 32): first paint <= 0.6 s with 10,000 runs; open, filter, mark two and
+compare each under 200 ms.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/app_results_scale.py --runs 10000 --keep /tmp/big
+    PYTHONPATH=. .venv/bin/python benchmarks/app_results_scale.py --store /tmp/big
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import fcntl
+import os
+import pty
+import select
+import signal
+import statistics
+import struct
+import sys
+import tempfile
+import termios
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+# Before run_test: ansible's import patches stdout, which the headless app replaces with an
+# object without a file descriptor (the hosts check imports ansible).
+import ansible.cli  # noqa: F401
+from report_scale import build_store
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Select, Static
+
+from tui.app.app import AppConfig, FleetperfApp
+from tui.app.screens.results import ResultsScreen
+from tui.app.widgets.runtable import SeedsTable
+
+REPO = Path(__file__).resolve().parents[1]
+FOOTER = b"palette"  # the footer's last word: drawn with the first frame
+TARGET_PAINT, TARGET_STEP = 0.6, 0.2
+
+
+def first_paint(results: Path, data: Path, timeout: float = 30.0) -> float:
+    """Seconds from spawning the app in a pty to its first frame's footer."""
+    t0 = time.perf_counter()
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the app, as a person starts it
+        os.chdir(REPO)
+        argv = [sys.executable, "-m", "tui.cli", "--results", str(results), "--data-root"]
+        os.execv(sys.executable, [*argv, str(data)])
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    seen = b""
+    try:
+        while FOOTER not in seen:
+            if time.perf_counter() - t0 > timeout:
+                raise TimeoutError(f"no first frame in {timeout:.0f} s")
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if ready:
+                seen = seen[-4096:] + os.read(fd, 65536)
+        return time.perf_counter() - t0
+    finally:
+        os.kill(pid, signal.SIGTERM)
+        os.waitpid(pid, 0)
+        os.close(fd)
+
+
+async def _until(pilot: Pilot, check: Callable[[], bool], timeout: float = 120.0) -> float:
+    """Seconds until ``check()`` holds, then a pause so what it changed is drawn."""
+    t0 = time.perf_counter()
+    while not check():
+        if time.perf_counter() - t0 > timeout:
+            raise TimeoutError(f"timed out waiting for {check}")
+        await asyncio.sleep(0.002)
+    await pilot.pause()
+    return time.perf_counter() - t0
+
+
+async def results_steps(results: Path, data: Path) -> dict[str, float]:
+    config = AppConfig(
+        inventory=REPO / "inventory" / "local.yml", results_dir=results, data_root=data
+    )
+    app = FleetperfApp(config)
+    took: dict[str, float] = {}
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.workers.wait_for_complete()  # the Cases screen's hosts check: done
+        t0 = time.perf_counter()
+        await pilot.press("4")
+        screen = app.screen
+        assert isinstance(screen, ResultsScreen)
+        await pilot.pause()
+        took["open, the screen drawn (runs still being read)"] = time.perf_counter() - t0
+        table = screen.query_one("#history", DataTable)
+        await _until(pilot, lambda: table.row_count > 0 and bool(screen.query(SeedsTable)))
+        took["open, the newest runs listed"] = time.perf_counter() - t0
+        rest = await _until(pilot, lambda: not screen.reading)
+        took[f"the rest of the store read, {len(screen.records)} runs (background)"] = rest
+        chosen = screen.records[-1].config
+        expected = sum(r.config == chosen for r in screen.records)
+        t0 = time.perf_counter()
+        screen.query_one("#filter-config", Select).value = chosen
+        await _until(pilot, lambda: screen.sub_title.startswith(f"{expected} of "))
+        took["filter by config"] = time.perf_counter() - t0
+        table.focus()
+        t0 = time.perf_counter()
+        await pilot.press("z")  # bound to nothing: what a key costs the pilot itself
+        await pilot.pause()
+        took["a key bound to nothing (the floor)"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        await pilot.press("space")
+        await _until(pilot, lambda: len(screen.marked) == 1)
+        took["mark a run"] = time.perf_counter() - t0
+        await pilot.press("down", "down")
+        t0 = time.perf_counter()
+        await pilot.press("space")
+        await _until(pilot, lambda: len(screen.marked) == 2)
+        took["mark a second run"] = time.perf_counter() - t0
+        view = screen.query_one("#compare-view", Static)
+        t0 = time.perf_counter()
+        await pilot.press("d")
+        await _until(pilot, lambda: screen.mode == "compare" and bool(view.content))
+        took["compare the two"] = time.perf_counter() - t0
+    return took
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=10_000)
+    p.add_argument("--keep", type=Path, help="build the store here and keep it")
+    p.add_argument("--store", type=Path, help="a results directory built before (--keep)")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="fleetperf-app-results-") as tmp:
+        results = args.store or args.keep or Path(tmp) / "results"
+        if args.store is None:
+            t0 = time.perf_counter()
+            build_store(results, args.runs)
+            print(f"store: {args.runs} runs built in {time.perf_counter() - t0:.0f} s")
+        data = Path(tmp) / "data"
+        # The same start with no store beside it, alternated: what the machine's load does
+        # to both, apart from what the store does.
+        empty = Path(tmp) / "empty"
+        empty.mkdir()
+        paints: dict[Path, list[float]] = {empty: [], results: []}
+        for _ in range(5):
+            for where, times in paints.items():
+                times.append(first_paint(where, data))
+        for where, times in paints.items():
+            what = "no store" if where == empty else "the big store"
+            shown = ", ".join(f"{t:.2f}" for t in times)
+            print(f"first paint, {what}: median {statistics.median(times):.2f} s of 5 ({shown})")
+        paint = statistics.median(paints[results])
+        print(f"(target <= {TARGET_PAINT} s with the big store)")
+        took = asyncio.run(results_steps(results, data))
+        for step, seconds in took.items():
+            print(f"{step}: {seconds * 1000:.0f} ms")
+        steps = [v for k, v in took.items() if "(" not in k]
+        return 0 if paint <= TARGET_PAINT and max(steps) < TARGET_STEP else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
