@@ -397,3 +397,26 @@ def test_a_big_store_lists_its_newest_runs_first_then_reads_the_rest(
             assert [str(k.value) for k in table.rows][-1] == "run-0"
 
     run(scenario())
+
+
+def test_the_seeds_table_scrolls_sideways_from_the_keyboard(tmp_path: Path) -> None:
+    """At 80 columns a row is cut, not wrapped: tab from the run list reaches the table,
+    right scrolls it."""
+    seed_store(tmp_path / "results")
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("4")
+            screen = app.screen
+            await wait_for(pilot, lambda: bool(screen.query(SeedsTable)))
+            seeds = screen.query_one(SeedsTable)
+            assert seeds.virtual_size.width > seeds.size.width  # wider than the pane
+            assert seeds.virtual_size.height == seeds.row_count + 1  # a line per row
+            screen.query_one("#history", DataTable).focus()
+            await pilot.press("tab")
+            assert app.focused is seeds
+            await pilot.press("right", "right", "right")
+            await wait_for(pilot, lambda: seeds.scroll_x > 0)
+
+    run(scenario())

@@ -27,6 +27,8 @@ class SeedsTable(DataTable[object]):
 class SeedsView(VerticalScroll):
     """Per case: its name, the table (the run and date first), the units legend."""
 
+    can_focus = False  # tab from the run list goes to the first table, which scrolls sideways
+
     def show(self, runs: Sequence[RunRecord], extra: Sequence[Widget] = ()) -> None:
         by_case: dict[str, list[RunRecord]] = {}
         for run in runs:
