@@ -357,7 +357,7 @@ def test_charts_follow_the_highlighted_run(tmp_path: Path) -> None:
             assert history_plot.history is not None and history_plot.history.flagged[-1]
             legend = plain(screen.query_one("#history-legend", Static))
             assert "p_core (samples/s): 5 nvidia/A100x1x8 runs" in legend
-            assert "x flagged" in legend and "● 1500.0 in >= 1615.0" in legend
+            assert "x flagged" in legend and "● 1500.0, band >= 1615.0" in legend
             drawn = str(run_plot.render())
             assert "step" in drawn and "┤" in drawn  # an axis, not an empty box
             await pilot.press("down")  # run-x8: another config, no step records

@@ -201,8 +201,10 @@ def run_legend(curves: RunCurves | None) -> Text:
 def history_legend(history: History | None, run: RunRecord | None) -> Text:
     """The metric, how many runs of which config, the key, and the highlighted run's value
     against the band it was held to."""
+    if run is None:
+        return Text("no run")
     if history is None:
-        what = f"{run.vendor}/{run.config}" if run else "this run"
+        what = f"{run.vendor}/{run.config}"
         return Text(printable(f"no passed comparable run of {what} has a metric to chart"))
     m, last = history.metric, history.runs[-1]
     unit = f" ({m.unit})" if m.unit else ""
@@ -211,13 +213,13 @@ def history_legend(history: History | None, run: RunRecord | None) -> Text:
         no_wrap=True,
         overflow="ellipsis",
     )
-    text.append("━ value ", style=LINE[1])
+    text.append("━ runs ", style=LINE[1])
     text.append("━ band ", style=BAND[1])
     text.append("x flagged", style=FLAGGED[1])
     if history.current is not None:
         band = history.bands[history.current]
         value = history.runs[history.current].metrics[m.name]
-        text.append(printable(f"  ● {m.show(value)}"))
+        text.append(printable(f" ● {m.show(value)}"))
         if band is not None:
-            text.append(printable(f" in {fmt_band(m, band[0], band[1])}"))
+            text.append(printable(f", band {fmt_band(m, band[0], band[1])}"))
     return text
