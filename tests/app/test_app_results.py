@@ -6,9 +6,6 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-# ansible imported before any app runs: its import patches stdout, and inside run_test
-# stdout is the app's capture, with no file descriptor (the hosts check imports ansible).
-import ansible.cli  # noqa: F401
 import pytest
 from app_support import history, make_app, plain, run, seed_store, wait_for
 from textual.screen import Screen

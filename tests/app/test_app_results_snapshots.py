@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-# ansible imported before any app runs (see test_app_results.py).
-import ansible.cli  # noqa: F401
 import pytest
 from app_support import fixed_inventory, make_app, wait_for
 from test_app_results import charted_history
