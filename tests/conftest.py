@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,18 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURE_CASES = REPO / "tests" / "fixtures" / "cases"
 # users, groups and /etc unchanged by the suite; no process left running by a test
 pytest_plugins = ["machine_guard", "process_guard"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The tests use the store each names, never the developer's team store: no
+    FLEETPERF_STORE, and a settings directory of their own (docs/store.md: the settings
+    file under $XDG_CONFIG_HOME)."""
+    os.environ.pop("FLEETPERF_STORE", None)
+    os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="fleetperf-test-config-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(os.environ["XDG_CONFIG_HOME"], ignore_errors=True)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist
