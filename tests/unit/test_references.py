@@ -320,7 +320,7 @@ def test_the_results_screen_shows_the_flag_and_the_band(tmp_path: Path) -> None:
             table.focus()
             await pilot.press("space", "down", "space")  # run-new and run-x8
             await pilot.press("d")
-            text = plain(screen.query_one("#result-view", Static), width=160)
+            text = plain(screen.query_one("#compare-view", Static), width=160)
             assert "verdict of run-new" in text and "! outside" in text
             assert "history: median 1730.0 of 4 earlier passed" in text, text
             assert ">= 1470.5" in text
