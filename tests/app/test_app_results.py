@@ -18,7 +18,7 @@ from tui.app.widgets.runtable import SeedsTable, SeedsView
 from tui.results.compare import compare
 from tui.results.record import Peak, RunRecord
 from tui.results.references import history_band
-from tui.results.report import loss_curve, rolling_bands, series
+from tui.results.report import rolling_bands, series, step_curve
 from tui.results.store import ResultStore
 from tui.results.tables import render
 from tui.results.verdict import Check, Verdict
@@ -329,7 +329,7 @@ def test_config_history_is_the_reports_series_bands_and_flags(tmp_path: Path) ->
     assert hist.flagged == [r.run_id == "run-new" for r in runs]
     assert hist.current == len(runs) - 1
     curves = run_curves(tmp_path / "results", "run-new")
-    assert curves.loss == loss_curve(tmp_path / "results", "run-new")
+    assert curves.loss == step_curve(tmp_path / "results", "run-new", "loss")
     assert curves.throughput[0] == (10, 1010.0) and len(curves.throughput) == 40
     assert run_curves(tmp_path / "results", "run-0") == RunCurves("run-0", [], [])
 

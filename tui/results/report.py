@@ -357,9 +357,10 @@ def loss_chart(points: list[tuple[int, float]]) -> str:
 # -- data -----------------------------------------------------------------------------
 
 
-def loss_curve(results_dir: Path, run_id: str) -> list[tuple[int, float]]:
-    """(step, loss) of a run's step records in ``<results>/runs/<run_id>/events.jsonl``,
-    the first record of each step; the file is opened without following a link."""
+def step_curve(results_dir: Path, run_id: str, field: str) -> list[tuple[int, float]]:
+    """(step, value of ``field``: loss, throughput...) of a run's step records in
+    ``<results>/runs/<run_id>/events.jsonl``, the first record of each step (every node's
+    rank 0 reports the whole job's figures); the file is opened without following a link."""
     if not RUN_ID.fullmatch(run_id):
         return []
     path = Path(os.path.abspath(results_dir)) / "runs" / run_id / "events.jsonl"
@@ -376,9 +377,9 @@ def loss_curve(results_dir: Path, run_id: str) -> list[tuple[int, float]]:
                 continue
             if not isinstance(ev, dict) or ev.get("type") != "MetricSample":
                 continue
-            step, loss = ev.get("step"), ev.get("loss")
-            if isinstance(step, int) and isinstance(loss, int | float) and math.isfinite(loss):
-                curve.setdefault(step, float(loss))
+            step, value = ev.get("step"), ev.get(field)
+            if isinstance(step, int) and isinstance(value, int | float) and math.isfinite(value):
+                curve.setdefault(step, float(value))
     return sorted(curve.items())
 
 
@@ -500,7 +501,7 @@ def _case_section(
             )
     last = shown[-1]
     yield f"<h3>Loss curve of the newest run ({_e(last.run_id)}, {_e(last.status)})</h3>"
-    curve = loss_curve(results_dir, last.run_id)
+    curve = step_curve(results_dir, last.run_id, "loss")
     if len(curve) >= 2:
         yield loss_chart(curve)
     else:

@@ -10,9 +10,6 @@ read back as ANSI, so a control sequence in a label would reach the terminal oth
 
 from __future__ import annotations
 
-import json
-import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,16 +19,15 @@ from rich.text import Text
 from textual_plotext import PlotextPlot
 
 from tui.core.term import printable
-from tui.results.record import RUN_ID, RunRecord
+from tui.results.record import RunRecord
 from tui.results.references import comparable_key
 from tui.results.report import (
-    MAX_EVENTS_BYTES,
     MAX_POINTS,
     fmt_band,
     headline,
-    loss_curve,
     rolling_bands,
     series,
+    step_curve,
 )
 from tui.results.tables import short_id
 
@@ -71,31 +67,10 @@ def run_curves(results_dir: Path, run_id: str) -> RunCurves:
     """The loss as the report reads it, and the throughput of the same step records (the
     first record of each step: every node's rank 0 reports the whole job's samples/s)."""
     return RunCurves(
-        run_id, loss_curve(results_dir, run_id), _throughput_curve(results_dir, run_id)
+        run_id,
+        step_curve(results_dir, run_id, "loss"),
+        step_curve(results_dir, run_id, "throughput"),
     )
-
-
-def _throughput_curve(results_dir: Path, run_id: str) -> list[tuple[int, float]]:
-    if not RUN_ID.fullmatch(run_id):
-        return []
-    path = Path(os.path.abspath(results_dir)) / "runs" / run_id / "events.jsonl"
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return []
-    curve: dict[int, float] = {}
-    with os.fdopen(fd, "rb") as f:
-        for raw in f.read(MAX_EVENTS_BYTES).splitlines():
-            try:
-                ev = json.loads(raw)
-            except ValueError:
-                continue
-            if not isinstance(ev, dict) or ev.get("type") != "MetricSample":
-                continue
-            step, rate = ev.get("step"), ev.get("throughput")
-            if isinstance(step, int) and isinstance(rate, int | float) and math.isfinite(rate):
-                curve.setdefault(step, float(rate))
-    return sorted(curve.items())
 
 
 def config_history(run: RunRecord, records: Sequence[RunRecord]) -> History | None:
