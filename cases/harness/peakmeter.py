@@ -77,8 +77,8 @@ def lookup_or_measure(
     if entry is not None:
         return entry
     busy = load()
-    entry = {"host": host, "device": label, **measure(device, math), "load_per_cpu": busy}
-    if busy is not None and busy > LOADED_PER_CPU:
+    entry = _host_entry(device, measure(device, math), busy)
+    if _loaded(busy):
         return {**entry, "cached": False}
     peak_cache.write_entry(path, entry)
     return entry
@@ -98,24 +98,13 @@ def store_base_rate(
     if math not in CACHED_MATHS:
         return f"measured-peak cache: {math} is not a model math, nothing cached"
     busy = load_per_cpu()
-    if busy is not None and busy > LOADED_PER_CPU:
+    if _loaded(busy):
         return f"measured-peak cache not written: the host was loaded ({busy:.2f} per CPU)"
     import torch
 
-    kind = "cpu" if device.type == "cpu" else "cuda"
-    entry = {
-        "host": socket.gethostname(),
-        "device": device_label(device),
-        "math": math,
-        "matmul_flops": flops,
-        "matmul_n": side,
-        "mem_bw_bytes_per_s": _copy_rate(torch, device, kind),
-        "measured_at": time.time(),
-        "seconds": seconds,
-        "torch": torch.__version__,
-        "load_per_cpu": busy,
-        "source": "base-computation",
-    }
+    bandwidth = _copy_rate(torch, device, "cpu" if device.type == "cpu" else "cuda")
+    fields = _fields(math, flops, side, bandwidth, seconds)
+    entry = {**_host_entry(device, fields, busy), "source": "base-computation"}
     peak_cache.write_entry(path, entry)
     return f"measured-peak cache: {math} entry for {entry['device']} written to {path}"
 
@@ -129,15 +118,36 @@ def measure(device: Device, math: str) -> dict[str, Any]:
     with _math_mode(torch, device, math):
         flops, side = _matmul_rate(device, math, kind)
     bandwidth = _copy_rate(torch, device, kind)
+    return _fields(math, flops, side, bandwidth, time.perf_counter() - t0)
+
+
+def _fields(math: str, flops: float, side: int, bandwidth: float, seconds: float) -> dict[str, Any]:
+    """A measurement as the cache keeps it (peak_cache's entry, less host and device)."""
+    import torch
+
     return {
         "math": math,
         "matmul_flops": flops,
         "matmul_n": side,
         "mem_bw_bytes_per_s": bandwidth,
         "measured_at": time.time(),
-        "seconds": time.perf_counter() - t0,
+        "seconds": seconds,
         "torch": torch.__version__,
     }
+
+
+def _host_entry(device: Device, fields: dict[str, Any], busy: float | None) -> dict[str, Any]:
+    return {
+        "host": socket.gethostname(),
+        "device": device_label(device),
+        **fields,
+        "load_per_cpu": busy,
+    }
+
+
+def _loaded(busy: float | None) -> bool:
+    """Whether other work kept the host busy: a rate measured then is not cached."""
+    return busy is not None and busy > LOADED_PER_CPU
 
 
 @contextmanager
