@@ -151,3 +151,23 @@ def store_at_version(
     conn.executescript(f"ALTER TABLE runs DROP COLUMN {column}; PRAGMA user_version = {version};")
     conn.close()
     return path, first, second
+
+
+def running_record(run_id: str, controller: str, run_dir: Path, **fields: Any) -> RunRecord:
+    """An emitter run another controller has as running in the store (tests of attach)."""
+    return RunRecord(
+        run_id=run_id,
+        case="emitter",
+        vendor="cpu",
+        config="CPUx1x1",
+        chip="CPU",
+        nnodes=1,
+        nproc_per_node=1,
+        hosts=["node-a"],
+        status="running",
+        started="2026-11-26T12:00:00Z",
+        precision="fp32",
+        run_dir=str(run_dir),
+        controller=controller,
+        **fields,
+    )

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from app_support import make_app, plain, run, wait_for
 from conftest import Fleetperf
+from seed_records import running_record
 from textual.widgets import Label, RichLog
 
 from tui.app.screens.dashboard import DashboardScreen
@@ -16,7 +17,6 @@ from tui.app.widgets.charts import RunProgress
 from tui.app.widgets.hosttable import HostTable
 from tui.core.events import MetricSample, as_dict, parse
 from tui.core.liveness import Lease
-from tui.results.record import RunRecord
 from tui.results.store import ResultStore
 
 RUN = "20261126-120000-emitter-0001"
@@ -39,22 +39,7 @@ def test_another_controllers_run_is_listed_followed_and_read_only(tmp_path: Path
     events = results / "runs" / RUN / "events.jsonl"
     events.parent.mkdir(parents=True)
     events.write_text(step_line(1) + step_line(2))
-    record = RunRecord(
-        run_id=RUN,
-        case="emitter",
-        vendor="cpu",
-        config="CPUx1x1",
-        chip="CPU",
-        nnodes=1,
-        nproc_per_node=1,
-        hosts=["node-a"],
-        status="running",
-        started="2026-11-26T12:00:00Z",
-        precision="fp32",
-        hp={"max_samples": 80},
-        run_dir=str(events.parent),
-        controller=OWNER,
-    )
+    record = running_record(RUN, OWNER, events.parent, hp={"max_samples": 80})
     store = ResultStore(results / "fleetperf.sqlite")
     store.add(record)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Fleetperf
-from seed_records import PEAK
+from seed_records import PEAK, running_record
 
 from tui.core import liveness
 from tui.core.errors import UsageError
@@ -110,24 +110,6 @@ def test_the_log_hands_on_complete_lines_only_and_never_follows_a_link(tmp_path:
     (tmp_path / "link.jsonl").symlink_to(secret)
     linked = RunLog(tmp_path / "link.jsonl")
     assert list(linked.lines()) == []
-
-
-def _running(run_id: str, controller: str, run_dir: Path) -> RunRecord:
-    return RunRecord(
-        run_id=run_id,
-        case="emitter",
-        vendor="cpu",
-        config="CPUx1x1",
-        chip="CPU",
-        nnodes=1,
-        nproc_per_node=1,
-        hosts=["node-a"],
-        status="running",
-        started="2026-11-26T12:00:00Z",
-        precision="fp32",
-        run_dir=str(run_dir),
-        controller=controller,
-    )
 
 
 def _descendants(pid: int) -> list[int]:
@@ -230,7 +212,7 @@ def test_follow_a_batch_from_another_process_to_its_end(emitter: Fleetperf) -> N
 def test_follow_refuses_this_controllers_own_run(tmp_path: Path) -> None:
     results = tmp_path / "results"
     with ResultStore(results / "fleetperf.sqlite") as store:
-        store.add(_running(RUN, liveness.this_controller().text(), results / "runs" / RUN))
+        store.add(running_record(RUN, liveness.this_controller().text(), results / "runs" / RUN))
     s = Session(DEFAULT_INVENTORY, results, tmp_path / "data")
     try:
         assert s.running_elsewhere() == []
