@@ -36,9 +36,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-# Before run_test: ansible's import patches stdout, which the headless app replaces with an
-# object without a file descriptor (the hosts check imports ansible).
-import ansible.cli  # noqa: F401
 from report_scale import build_store
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Select, Static
