@@ -113,6 +113,40 @@ def test_a_killed_controller_leaves_no_ansible(emitter: Fleetperf, tmp_path: Pat
     assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
 
 
+def test_the_guard_ends_a_worker_ansible_orphaned(tmp_path: Path) -> None:
+    """A worker forked as the dying controller's SIGTERM reaches ansible is not in
+    ansible's list and outlives it; the guard ends it once ansible has ended. The fake
+    ansible dies at SIGTERM without passing it on, as ansible does for such a worker."""
+    fake = tmp_path / "bin" / "ansible-playbook"
+    fake.parent.mkdir()
+    fake.write_text(f"#!{sys.executable}\nimport os, time\nos.fork()\ntime.sleep(600)\n")
+    fake.chmod(0o755)
+    command = [str(fake), "-e", f"@{tmp_path}/env/extravars", "run.yml"]
+    guard = [sys.executable, str(ansiblerun._GUARD)]
+    controller = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import os, subprocess, sys, time\n"
+            "subprocess.Popen([*sys.argv[1:3], str(os.getpid()), *sys.argv[3:]])\n"
+            "time.sleep(600)\n",
+            *guard,
+            *command,
+        ]
+    )
+    try:
+        # The controller, the guard, ansible and its worker.
+        _wait_for("ansible's worker", lambda: len(_processes_naming(str(fake))) == 4, 10)
+        controller.kill()
+        controller.wait()
+        _wait_for("end of the worker", lambda: not _processes_naming(str(fake)), 10)
+    finally:
+        controller.kill()
+        controller.wait()
+        for line in _processes_naming(str(fake)):
+            print("left:", line)
+
+
 def test_cleanup_ends_ansible_left_by_its_run_only(tmp_path: Path) -> None:
     """An ansible-playbook that an interrupted run left (one that lost its controller
     before it could die with it) is found by its extra vars file and ended; another

@@ -169,16 +169,9 @@ def _write_extravars(private: Path, extravars: dict[str, Any]) -> None:
     safefile.write_text(env_dir / "extravars", text)
 
 
-# Runs first in ansible's process, then becomes ansible-playbook: a controller killed
-# with SIGKILL takes ansible with it (SIGTERM: ansible stops its workers), instead of
-# leaving it blocked on the controller's closed pty for ever.
-_DIE_WITH_CONTROLLER = (
-    "import ctypes, os, signal, sys\n"
-    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG\n"
-    "if os.getppid() != int(sys.argv[1]):\n"
-    "    sys.exit('fleetperf: the controller ended before ansible started')\n"
-    "os.execvp(sys.argv[2], sys.argv[2:])\n"
-)
+# Starts ansible-playbook and ends it, and any worker it orphans, when the controller dies
+# (even by SIGKILL) instead of leaving it blocked on the controller's closed pty for ever.
+_GUARD = Path(__file__).with_name("ansible_guard.py")
 
 
 def ansible_run(
@@ -224,8 +217,7 @@ def ansible_run(
     if sys.platform == "linux":
         config.command = [
             sys.executable,
-            "-c",
-            _DIE_WITH_CONTROLLER,
+            str(_GUARD),
             str(os.getpid()),
             *config.command,
         ]
