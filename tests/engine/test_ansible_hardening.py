@@ -105,7 +105,7 @@ def test_a_killed_controller_leaves_no_ansible(emitter: Fleetperf, tmp_path: Pat
             proc.kill()
             proc.wait()
             # At once: ansible dies with its controller (it ends at its next write otherwise).
-            _wait_for("end of ansible", lambda: not _processes_naming(str(run_dir)), 15)
+            _wait_for("end of ansible", lambda: not _processes_naming(str(run_dir)), 30)
         finally:
             proc.kill()
             proc.communicate()
