@@ -13,7 +13,7 @@ import os
 import subprocess
 import sys
 
-from ansible.module_utils import fleetperf_host as files
+from . import fleetperf_host as files
 
 # A constant program: argv[1] the run directory, the rest the workload's argv.
 SUPERVISOR = r"""
@@ -38,13 +38,20 @@ def supervised(python: str, run_dir: str, argv: list[str]) -> list[str]:
     return [python, "-c", SUPERVISOR, run_dir, *argv]
 
 
-def launch(run_dir: str, argv: list[str], chdir: str, env: dict[str, str]) -> int:
-    """Start ``argv`` under the supervisor in ``chdir``, ``env`` over the module's own
-    environment; the supervisor's pid, recorded in ``run_dir`` with its identity."""
+def launch(
+    run_dir: str,
+    argv: list[str],
+    chdir: str,
+    env: dict[str, str],
+    base: dict[str, str] | None = None,
+) -> int:
+    """Start ``argv`` under the supervisor in ``chdir``, ``env`` over ``base`` (the module's
+    own environment where None: what Ansible gave it); the supervisor's pid, recorded in
+    ``run_dir`` with its identity."""
     proc = subprocess.Popen(
         supervised(sys.executable, run_dir, argv),
         cwd=chdir,
-        env={**os.environ, **env},
+        env={**(os.environ if base is None else base), **env},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -8,7 +8,6 @@ import io
 import json
 import multiprocessing
 import os
-import runpy
 import shutil
 import signal
 import socket
@@ -606,14 +605,15 @@ def test_stop_scan_skips_a_process_gone_mid_scan(monkeypatch: pytest.MonkeyPatch
     # Ansible's module code replaces sys.intern, which breaks torch's compiler for any later
     # test in this worker: put the original back afterwards.
     monkeypatch.setattr(sys, "intern", sys.intern)
-    stop = runpy.run_path(str(LIBRARY / "fleetperf_stop.py"), run_name="fleetperf_stop")
+    from ansible.module_utils import fleetperf_steps
+
     listdir = os.listdir
 
     def listdir_with_one_gone(path: str) -> list[str]:
         return [NO_PID, *listdir(path)] if path == "/proc" else listdir(path)
 
     monkeypatch.setattr(os, "listdir", listdir_with_one_gone)
-    procs = stop["processes"]()
+    procs = fleetperf_steps.processes()
     assert int(NO_PID) not in procs
     assert procs[os.getpid()] == (os.getppid(), os.getpgrp())
 
@@ -839,10 +839,11 @@ def _take(run_root: str, run_id: str, start: float, out: multiprocessing.Queue) 
     import ansible.module_utils as mu
 
     mu.__path__.append(str(MODULE_UTILS))
-    code = runpy.run_path(str(LIBRARY / "fleetperf_preflight.py"), run_name="preflight")
+    from ansible.module_utils import fleetperf_steps
+
     mine = {"run_id": run_id, "controller": CONTROLLER, "taken": time.time()}
     time.sleep(max(0.0, start - time.time()))
-    out.put((run_id, code["try_take"](run_root, mine, 60.0) is None))
+    out.put((run_id, fleetperf_steps.try_take(run_root, mine, 60.0) is None))
 
 
 @pytest.mark.slow  # racing controllers, seconds each
