@@ -44,9 +44,18 @@ from tui.core.events import (
 from tui.core.paths import DEFAULT_INVENTORY, default_data_root
 from tui.engine import attach, hostcheck
 from tui.engine.inventory import Inventory, executor_of, load_inventory, select_hosts
-from tui.executors.base import DEFAULT_KIND, DOCKER, Executor, Launch, Outcome, new_run_id
+from tui.executors import direct
+from tui.executors.base import (
+    DEFAULT_KIND,
+    DOCKER,
+    Executor,
+    Launch,
+    Outcome,
+    controller_vars,
+    new_run_id,
+)
 from tui.executors.hostfiles import host_file_limits
-from tui.executors.registry import executor_for
+from tui.executors.registry import executor_for, executor_for_launch
 from tui.results import references
 from tui.results.interrupted import controller_id, mark_interrupted
 from tui.results.monitoring import Monitor
@@ -386,6 +395,7 @@ class Session:
         if repeat < 1:
             raise UsageError(f"--repeat {repeat}: must be at least 1")
         host_file_limits()  # a bad FLEETPERF_MAX_*_MIB: refused before any launch
+        direct.enabled()  # a bad FLEETPERF_DIRECT too
         specs = []
         for case_name, ref in pairs:
             case = catalog.load_case(case_name, self.cases_dir)
@@ -419,6 +429,11 @@ class Session:
             # The tag covers the base image the hosts build on (fleetperf_base_image).
             base = self._inventory.var(plan.hosts[0], "fleetperf_base_image")
             image = images.expected(vendor, str(base) if base else None)
+        local = None
+        if executor == DEFAULT_KIND and len(plan.hosts) == 1 and direct.enabled():
+            host = plan.hosts[0]
+            here = controller_vars(self.results_dir, self.data_root)
+            local = direct.local_vars(host, hostvars.get(host, {}), self.inventory, here)
         return Launch(
             spec=plan.spec,
             run_id=plan.run_id,
@@ -430,6 +445,7 @@ class Session:
             follow=follow,
             executor=executor,
             image=image,
+            local=local,
         )
 
     def _execute(
@@ -450,7 +466,7 @@ class Session:
             begun.append((run, launch, record))
         kinds: dict[type[Executor], list[tuple[RunHandle, Launch, RunRecord]]] = {}
         for run, launch, record in begun:
-            kinds.setdefault(executor_for(launch.executor), []).append((run, launch, record))
+            kinds.setdefault(executor_for_launch(launch), []).append((run, launch, record))
         threads = []
         for kind, group in kinds.items():
             executor = kind([(launch, run._emit, run._cancel) for run, launch, _ in group])
@@ -489,7 +505,7 @@ class Session:
             except Exception as exc:  # a bug: the record says so; the remote work is stopped
                 traceback.print_exc()
                 outcome = Outcome("failed", f"internal error: {exc!r}")
-                executor_for(launch.executor).stop([launch])
+                executor_for_launch(launch).stop([launch])
             if outcome.status == "bad_input":
                 # Refused in preflight: nothing ran, so nothing is kept.
                 DROPPED.take(run.run_id)

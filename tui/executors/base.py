@@ -79,6 +79,9 @@ class Launch:
     follow: dict[str, Reach] = field(default_factory=dict)
     # Executor docker: the image's tag and context hash, checked on the hosts (run.yml).
     image: images.Expected | None = None
+    # A run on this machine alone (tui/executors/direct.py): its host's vars, rendered;
+    # None: the run goes through its kind's playbook.
+    local: dict[str, Any] | None = None
 
     @property
     def run_dir(self) -> Path:

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 from tui.core.errors import UsageError
-from tui.executors.base import DEFAULT_KIND, DOCKER, SLURM, Executor
+from tui.executors.base import DEFAULT_KIND, DOCKER, SLURM, Executor, Launch
+from tui.executors.direct import Direct
 from tui.executors.play import Play
 from tui.executors.slurm import Slurm
 
@@ -17,3 +18,9 @@ def executor_for(kind: str) -> type[Executor]:
     if kind not in EXECUTORS:
         raise UsageError(f"executor {kind!r}: not one of {', '.join(KINDS)}")
     return EXECUTORS[kind]
+
+
+def executor_for_launch(launch: Launch) -> type[Executor]:
+    """The executor that runs ``launch``: the direct one for a run on this machine alone
+    (``launch.local``, tui/executors/direct.py), else its kind's."""
+    return Direct if launch.local is not None else executor_for(launch.executor)

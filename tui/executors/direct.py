@@ -1,0 +1,327 @@
+"""The direct executor: a process run on this machine alone, without ansible-playbook. It
+runs the host-side code of run.yml's modules (playbooks/module_utils/fleetperf_steps.py
+and fleetperf_process.py: preflight, launch, poll, stop) in the controller's own process,
+in run.yml's order, and hands the tracker the events the play's tasks would have given
+it, so the run's record is the same (docs/executors.md, "The direct path").
+
+A run goes this way when its one host is local (``ansible_connection: local``), runs
+processes (``fleetperf_executor: process``), becomes no one, and every host var the run
+needs is plain or renders from the controller's vars alone (the default inventory,
+inventory/local.yml); any other run goes through the play. ``FLEETPERF_DIRECT=0`` sends
+every run through the play. Cleanup after a dead controller, and a stop the engine asks
+for, still run playbooks/stop.yml: the files on the host are the same either way."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.util
+import os
+import shutil
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from tui.core.errors import UsageError
+from tui.core.events import LAUNCH_ACTION, PREFLIGHT_ACTION, TAIL_ACTION
+from tui.executors.ansiblerun import PLAYBOOKS, ansible_env
+from tui.executors.base import Launch, Outcome, Started
+from tui.executors.stop import StoppedByPlaybook
+from tui.executors.tracker import HAND_BACK, PREFLIGHT_PLAY, Tracker, conclude, prepare
+
+SETTING = "FLEETPERF_DIRECT"  # "0": every run through the play; "1" (the default): direct
+_PACKAGE = "fleetperf_hostside"  # playbooks/module_utils, as a package of its own here
+STOP_GRACE_S = 10.0  # fleetperf_stop's default grace
+# What the templates of a host's vars may name (besides the controller's vars and the
+# host's plain vars): Ansible's magic vars that have one meaning here.
+_LOCAL = ("local", "ansible.builtin.local")
+# The host vars a direct run reads: the ones it cannot go without, then the optional ones.
+_REQUIRED = ("fleetperf_run_root", "fleetperf_data_root", "fleetperf_repo_dir", "fleetperf_python")
+_OPTIONAL = (
+    "fleetperf_workload_env",
+    "fleetperf_min_free_gib",
+    "fleetperf_master_port",
+    "fleetperf_addr",
+    "ansible_host",
+)
+
+
+def enabled() -> bool:
+    """Whether runs on this machine go direct (FLEETPERF_DIRECT); UsageError for a value
+    other than 0 or 1."""
+    raw = os.environ.get(SETTING, "1")
+    if raw not in ("0", "1"):
+        raise UsageError(f"{SETTING}={raw!r}: expected 0 (every run through the play) or 1")
+    return raw == "1"
+
+
+def hostside() -> ModuleType:
+    """playbooks/module_utils/fleetperf_steps.py, loaded once as part of a package of its
+    own (its modules import each other relatively, as Ansible's module_utils)."""
+    if _PACKAGE not in sys.modules:
+        spec = importlib.machinery.ModuleSpec(_PACKAGE, None, is_package=True)
+        spec.submodule_search_locations = [str(PLAYBOOKS / "module_utils")]
+        sys.modules[_PACKAGE] = importlib.util.module_from_spec(spec)
+    return importlib.import_module(f"{_PACKAGE}.fleetperf_steps")
+
+
+def _process() -> ModuleType:
+    hostside()
+    return importlib.import_module(f"{_PACKAGE}.fleetperf_process")
+
+
+def _host_files() -> ModuleType:
+    hostside()
+    return importlib.import_module(f"{_PACKAGE}.fleetperf_host")
+
+
+_JINJA = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined)
+
+
+def _templated(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_templated(v) for v in value.values())
+    return isinstance(value, str) and ("{{" in value or "{%" in value)
+
+
+def _render(value: Any, context: dict[str, Any]) -> Any:
+    """A host var's value with its templates rendered from ``context``; a dict's values
+    too. jinja2.TemplateError where it names what the context lacks (or a filter only
+    Ansible has)."""
+    if isinstance(value, dict):
+        return {k: _render(v, context) for k, v in value.items()}
+    if _templated(value):
+        return _JINJA.from_string(value).render(context)
+    return value
+
+
+def local_vars(
+    host: str, hostvars: dict[str, Any], inventory: Path, controller: dict[str, str]
+) -> dict[str, Any] | None:
+    """The vars a direct run on ``host`` needs, rendered, or None where the run must go
+    through the play: not local, becomes someone, or a var that only a play can render."""
+    if hostvars.get("ansible_connection") not in _LOCAL or hostvars.get("ansible_become"):
+        return None
+    plain = {k: v for k, v in hostvars.items() if not _templated(v)}
+    context = {
+        **plain,
+        **controller,
+        "inventory_hostname": host,
+        "inventory_dir": str(inventory.resolve().parent),
+        "ansible_playbook_python": sys.executable,
+    }
+    try:
+        found = {k: _render(hostvars[k], context) for k in _REQUIRED + _OPTIONAL if k in hostvars}
+    except jinja2.TemplateError:
+        return None
+    env = found.get("fleetperf_workload_env", {})
+    env_ok = isinstance(env, dict) and all(isinstance(v, str | int | float) for v in env.values())
+    if not env_ok or not all(isinstance(found.get(k), str) and found[k] for k in _REQUIRED):
+        return None
+    return found
+
+
+@dataclass
+class _Run:
+    launch: Launch
+    tracker: Tracker
+    cancel: threading.Event
+
+
+class Direct(StoppedByPlaybook):
+    """Runs each run on its own thread in this process: run.yml's tasks for one local host,
+    as plain calls of the modules' own functions."""
+
+    def __init__(self, runs: list[Started]) -> None:
+        self._runs = {
+            launch.run_id: _Run(launch, prepare(launch, on_event), cancel)
+            for launch, on_event, cancel in runs
+        }
+
+    def run(self) -> None:
+        threads = [
+            threading.Thread(target=self._run, args=(r,), daemon=True, name=f"direct-{run_id}")
+            for run_id, r in self._runs.items()
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def outcome(self, run_id: str) -> Outcome:
+        r = self._runs[run_id]
+        r.tracker.ended.wait()
+        ok = not r.tracker.play_failed
+        return conclude(
+            r.launch,
+            r.tracker,
+            cancelled=r.cancel.is_set(),
+            rc=0 if ok else 1,
+            runner_status="successful" if ok else "failed",
+        )
+
+    def discard(self, run_id: str) -> None:
+        shutil.rmtree(self._runs[run_id].launch.run_dir, ignore_errors=True)
+
+    def _run(self, r: _Run) -> None:
+        """Preflight; then launch, poll, check the end; always stop what still runs and
+        hand the host back (run.yml's blocks)."""
+        launch, tracker = r.launch, r.tracker
+        host = launch.hosts[0]
+        extra, local = launch.extravars(), launch.local or {}
+        steps = hostside()
+
+        def event(kind: str, action: str, res: dict[str, Any], **data: Any) -> None:
+            """What ansible-runner would have sent for the task that ran ``action``."""
+            data = {"host": host, "task_action": action, "res": res, **data}
+            tracker({"event": kind, "event_data": data})
+
+        run_root = str(local["fleetperf_run_root"])
+        run_dir = f"{run_root}/{launch.run_id}"
+        lease = f"{run_root}/fleetperf.lease"
+        try:
+            try:
+                ready = steps.preflight(_preflight_params(host, extra, local))
+            except steps.Refused as exc:
+                res = {"failed": True, "msg": str(exc), **exc.fields}
+                event("runner_on_failed", PREFLIGHT_ACTION, res, play=PREFLIGHT_PLAY)
+                return
+            event("runner_on_ok", PREFLIGHT_ACTION, ready, play=PREFLIGHT_PLAY)
+            tracker.host_dirs.setdefault(host, Path(run_dir))  # its files: copied at the end
+            released = False
+            try:
+                released = self._work(r, host, extra, local, ready, event)
+            finally:
+                if not released:
+                    steps.stop(run_dir, STOP_GRACE_S, None)
+                    _host_files().release(lease, launch.run_id)
+            event("runner_on_ok", "debug", {}, task=HAND_BACK)
+        except Exception as exc:  # a bug: the run fails with it, its work is stopped above
+            traceback.print_exc()
+            event("runner_on_failed", "", {"msg": f"internal error: {exc!r}"})
+        finally:
+            tracker.ended.set()
+
+    def _work(
+        self,
+        r: _Run,
+        host: str,
+        extra: dict[str, Any],
+        local: dict[str, Any],
+        ready: dict[str, Any],
+        event: Callable[..., None],
+    ) -> bool:
+        """Launch, poll to the end, check how it ended; whether the last poll released the
+        lease (the workload ended by itself, nothing left to stop)."""
+        steps, launch = hostside(), r.launch
+        run_dir = f"{local['fleetperf_run_root']}/{launch.run_id}"
+        argv, env = _workload(extra, local, run_dir, ready)
+        pid = _process().launch(run_dir, argv, str(local["fleetperf_repo_dir"]), env, ansible_env())
+        event("runner_on_ok", LAUNCH_ACTION, {"changed": True, "pid": pid})
+        params = {
+            "run_dir": run_dir,
+            "lines": host not in extra["fleetperf_follow"],
+            "wait": extra["fleetperf_poll_s"],
+            "min_gap": 0.5,
+            "max_bytes": 1048576,
+            "timeout_s": extra["fleetperf_timeout_s"],
+            "stall_s": extra["fleetperf_stall_s"],
+            "lease": f"{local['fleetperf_run_root']}/fleetperf.lease",
+            "executor": "process",
+            "docker_host": "",
+            "host": host,
+        }
+        while True:
+            began = time.thread_time()
+            res = steps.poll(params, False, r.cancel.is_set, lambda b=began: time.thread_time() - b)
+            if r.cancel.is_set():
+                return False  # aborted: the stop follows
+            if res["finished"] or res["timed_out"] or res["stalled"]:
+                break
+            event("runner_retry", TAIL_ACTION, res)
+        event("runner_on_ok", TAIL_ACTION, res)
+        if not (res["finished"] and res["exit_code"] == 0):
+            event("runner_on_failed", "assert", {"msg": _ended_badly(host, extra, res)})
+        return bool(res["released"])
+
+
+def _preflight_params(host: str, extra: dict[str, Any], local: dict[str, Any]) -> dict[str, Any]:
+    """fleetperf_preflight's options as run.yml gives them, its defaults applied."""
+    single = extra["fleetperf_nnodes"] == 1 and extra["fleetperf_nproc_per_node"] == 1
+    return {
+        "host": host,
+        "run_root": local["fleetperf_run_root"],
+        "run_id": extra["fleetperf_run_id"],
+        "case": extra["fleetperf_case"],
+        "data_dir": f"{local['fleetperf_data_root']}/{extra['fleetperf_case']}",
+        "requires": extra["fleetperf_requires"],
+        "config": extra["fleetperf_config"],
+        "min_free_gib": float(local.get("fleetperf_min_free_gib", 1)),
+        "master_port": None if single else int(local.get("fleetperf_master_port", 0)),
+        "controller": extra["fleetperf_controller"],
+        "lease_wait_s": float(extra["fleetperf_lease_wait_s"]),
+        "lease_stale_s": 60.0,
+        "data_manifest": extra["fleetperf_data_manifest"],
+        "python": local["fleetperf_python"],
+        "imports": extra["fleetperf_imports"],
+        "executor": "process",
+        "docker_host": "",
+    }
+
+
+def _workload(
+    extra: dict[str, Any], local: dict[str, Any], run_dir: str, ready: dict[str, Any]
+) -> tuple[list[str], dict[str, str]]:
+    """fleetperf_launch's argv and env as run.yml builds them for a process host."""
+    repo, case = str(local["fleetperf_repo_dir"]), extra["fleetperf_case"]
+    data_dir = f"{local['fleetperf_data_root']}/{case}"
+    path = extra["fleetperf_case_path"]
+    case_dir = path if os.path.isabs(path) else f"{repo}/{path}"
+    args = [f"{case_dir}/{extra['fleetperf_entrypoint']}", "--config", f"{run_dir}/config.json"]
+    args += ["--data-dir", data_dir, "--run-dir", run_dir]
+    nnodes, nproc = extra["fleetperf_nnodes"], extra["fleetperf_nproc_per_node"]
+    torchrun = []
+    if not (nnodes == 1 and nproc == 1):
+        addr = local.get("fleetperf_addr", local.get("ansible_host", "127.0.0.1"))
+        torchrun = [
+            "-m",
+            "torch.distributed.run",
+            f"--nnodes={nnodes}",
+            "--node_rank=0",
+            f"--nproc_per_node={nproc}",
+            f"--master_addr={addr}",
+            f"--master_port={ready['master_port']}",
+        ]
+    config_env = {
+        k: str(v).replace("{data_dir}", data_dir) for k, v in extra["fleetperf_config_env"].items()
+    }
+    env = {
+        **config_env,
+        **{str(k): str(v) for k, v in local.get("fleetperf_workload_env", {}).items()},
+        "PYTHONPATH": f"{repo}/cases",
+        "PYTHONUNBUFFERED": "1",
+    }
+    return [str(local["fleetperf_python"]), *torchrun, *args], env
+
+
+def _ended_badly(host: str, extra: dict[str, Any], res: dict[str, Any]) -> str:
+    """run.yml's "Check how the workload ended" message."""
+    if res["timed_out"]:
+        why = f"timed out after {extra['fleetperf_timeout_s']} s"
+    elif res["stalled"]:
+        why = f"no event for {extra['fleetperf_stall_s']} s (stalled)"
+    elif res["stop_reason"]:
+        why = f"stopped ({res['stop_reason']})"
+    else:
+        tail = (res["stderr_tail"] or "").strip().splitlines()[-5:]
+        why = f"workload exited with code {res['exit_code']}; stderr: {' | '.join(tail)}"
+    return f"host {host} rank 0: {why}"
