@@ -1,0 +1,76 @@
+"""The direct executor (tui/executors/direct.py) against the play: one local run through
+both, the same record. The direct path is the local default, so the engine's other tests
+(stall, failure, Ctrl-C, a killed controller and its cleanup, the lease) run on it; here
+each way is named, and the run dir shows which ran (only the play leaves ansible's)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import Fleetperf
+
+# Differ from run to run whichever way ran: ids, times, what the workload measured, the
+# host's load, and the verdict (the second run has the first in its history).
+PER_RUN = {
+    "run_id", "batch_id", "started", "finished", "metrics", "load_per_cpu", "run_dir",
+    "controller", "verdict", "environment", "peak", "monitoring",
+}  # fmt: skip
+
+
+def _run(
+    emitter: Fleetperf, monkeypatch: pytest.MonkeyPatch, way: str, *sets: str
+) -> tuple[int, dict, set[str]]:
+    """A batch the given way: its exit code, its record, the event types it logged."""
+    before = {r["run_id"] for r in emitter.records()} if emitter.results.exists() else set()
+    monkeypatch.setenv("FLEETPERF_DIRECT", "0" if way == "play" else "1")
+    out = emitter.batch("emitter", "cpu/CPUx1x1", *sets)
+    (rec,) = [r for r in emitter.records() if r["run_id"] not in before]
+    run_dir = emitter.results / "runs" / str(rec["run_id"])
+    assert (run_dir / "ansible-run").exists() == (way == "play"), f"not run the {way} way"
+    logged = {json.loads(line)["type"] for line in (run_dir / "events.jsonl").open()}
+    return out.returncode, rec, logged
+
+
+def _kept(rec: dict) -> dict:
+    return {k: v for k, v in rec.items() if k not in PER_RUN}
+
+
+def test_a_local_run_keeps_the_same_record_through_the_play_and_direct(
+    emitter: Fleetperf, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rc_play, play, logged_play = _run(emitter, monkeypatch, "play")
+    rc_direct, direct, logged_direct = _run(emitter, monkeypatch, "direct")
+    assert (rc_play, rc_direct) == (0, 0)
+    assert _kept(direct) == _kept(play)
+    assert direct["status"] == "passed" and direct["hosts"] == ["localhost"]
+    assert set(direct["metrics"]) == set(play["metrics"]) and direct["metrics"]["p_core"] > 0
+    assert set(direct["verdict"]) == set(play["verdict"])
+    assert logged_direct == logged_play == {"WorkloadStarted", "MetricSample", "CaseResult"}
+
+
+@pytest.mark.parametrize("way", ["play", "direct"])
+def test_a_crashed_workload_fails_with_its_exit_code_and_stderr_either_way(
+    emitter: Fleetperf, monkeypatch: pytest.MonkeyPatch, way: str
+) -> None:
+    # No error event: the workload dies; the run's message is the poll's exit code and the
+    # end of stderr, as run.yml's check words it.
+    entry = emitter.cases_dir / "emitter" / "emitter.py"
+    entry.write_text("import sys\nsys.stderr.write('first\\nboom: out of luck\\n')\nsys.exit(3)\n")
+    rc, rec, _ = _run(emitter, monkeypatch, way)
+    assert rc == 1
+    assert rec["status"] == "failed"
+    assert rec["error"] == (
+        "host localhost rank 0: workload exited with code 3; stderr: first | boom: out of luck"
+    )
+
+
+def test_a_bad_direct_setting_is_refused_before_any_launch(
+    emitter: Fleetperf, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLEETPERF_DIRECT", "yes")
+    out = emitter.batch("emitter", "cpu/CPUx1x1")
+    assert out.returncode == 2
+    (line,) = out.stderr.strip().splitlines()
+    assert "FLEETPERF_DIRECT='yes': expected 0" in line
+    assert not list(emitter.results.glob("runs/*"))
