@@ -148,10 +148,13 @@ def test_a_followed_run_whose_controller_dies_ends_interrupted(emitter: Fleetper
         while not any(isinstance(ev, MetricSample) and ev.step == 3 for ev in seen):
             assert time.monotonic() < deadline and proc.poll() is None, "no step 3"
             time.sleep(0.05)
-        # SIGKILL: the controller and ansible under it; the workload (its own session)
-        # hangs on, which the cleanup below stops.
+        # SIGKILL: the controller and what runs under it; the workload (its own session,
+        # under the controller on the direct path) hangs on, which the cleanup below stops.
+        (host_dir,) = emitter.host_dirs()
+        workload = os.getsid(int((host_dir / "workload.pid").read_text()))
         for pid in [*reversed(_descendants(proc.pid)), proc.pid]:
-            os.kill(pid, signal.SIGKILL)
+            if os.getsid(pid) != workload:
+                os.kill(pid, signal.SIGKILL)
         proc.communicate(timeout=60)
         record = handle.wait(timeout=30)
         assert record is not None and record.status == "interrupted", record

@@ -382,12 +382,15 @@ def _descendants(pid: int) -> list[int]:
 @pytest.mark.slow
 def test_killed_controller_is_interrupted_then_cleaned_up(emitter: Fleetperf) -> None:
     proc = _streaming(emitter, "hang_at_step=3", " step ")
-    # SIGKILL: the controller and ansible-playbook under it; the workload (its own
-    # session, started by the launch module) keeps running on the host.
-    for pid in [*reversed(_descendants(proc.pid)), proc.pid]:
-        os.kill(pid, signal.SIGKILL)
-    proc.communicate(timeout=60)
+    # SIGKILL: the controller and what runs under it (ansible-playbook, the follower); the
+    # workload (its own session, started by the launch module or, direct, by the
+    # controller) keeps running on the host.
     (host_dir,) = emitter.host_dirs()
+    workload = os.getsid(int((host_dir / "workload.pid").read_text()))
+    for pid in [*reversed(_descendants(proc.pid)), proc.pid]:
+        if os.getsid(pid) != workload:
+            os.kill(pid, signal.SIGKILL)
+    proc.communicate(timeout=60)
     try:
         _interrupted_then_cleaned(emitter, host_dir)
     finally:  # the workload's own process group, should the test fail before cleanup

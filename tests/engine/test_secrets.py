@@ -38,7 +38,10 @@ def _files(*roots: Path) -> list[Path]:
 
 
 @pytest.mark.slow  # a real run through the engine, every artifact searched
-def test_no_secret_reaches_artifacts_results_or_output(emitter: Fleetperf, tmp_path: Path) -> None:
+@pytest.mark.parametrize("way", ["play", "direct"])  # tui/executors/direct.py
+def test_no_secret_reaches_artifacts_results_or_output(
+    emitter: Fleetperf, tmp_path: Path, way: str
+) -> None:
     planted = {
         name: f"{name}-{secrets.token_hex(8)}"
         for name in ("controller-env", "aws-env", "become", "inventory-var", "vault", "vault-pw")
@@ -71,6 +74,8 @@ def test_no_secret_reaches_artifacts_results_or_output(emitter: Fleetperf, tmp_p
         # module arguments (the workload's env) into the stdout artifact.
         "ANSIBLE_HASHI_VAULT_ROLE_ID": planted["hashi-vault-role"],
         "ANSIBLE_VERBOSITY": "3",
+        "FLEETPERF_DIRECT": "0" if way == "play" else "1",
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),  # the inventory listing's cache
     }
     out = subprocess.run(
         emitter.argv(
@@ -86,10 +91,12 @@ def test_no_secret_reaches_artifacts_results_or_output(emitter: Fleetperf, tmp_p
     )
     assert out.returncode == 0, out.stdout + out.stderr
     (run_dir,) = (emitter.results / "runs").iterdir()
-    kept = _files(emitter.results)
-    # The run really kept ansible-runner's artifacts, its events and the host's files.
+    kept = _files(emitter.results, tmp_path / "cache")
+    # The run really kept ansible-runner's artifacts (the play), its events and the host's
+    # files.
     names = {p.name for p in kept}
-    assert {"command", "stdout", "events.jsonl", "result.json", "fleetperf.sqlite"} <= names
+    assert {"events.jsonl", "result.json", "fleetperf.sqlite"} <= names
+    assert ({"command", "stdout"} <= names) == (way == "play")
     assert (run_dir / "hosts" / "localhost" / "stdout.log").is_file()
     # The workload did get its token: only its digest is kept.
     (record,) = emitter.records()

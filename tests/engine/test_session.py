@@ -98,11 +98,13 @@ def test_independent_runs_share_no_host_and_run_at_once(emitter: Fleetperf, tmp_
 
 @pytest.mark.slow
 def test_runs_that_start_together_share_one_play_and_end_on_their_own(
-    emitter: Fleetperf, tmp_path: Path
+    emitter: Fleetperf, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Four runs, one play of run.yml (issue 23): a refused host refuses its run only, a
     failing run stops no other, a cancelled run stops only its host, each keeps its own
-    record; the one that passes is not held back by the others' ends."""
+    record; the one that passes is not held back by the others' ends. The play forced (its
+    local hosts would each go direct, tui/executors/direct.py)."""
+    monkeypatch.setenv("FLEETPERF_DIRECT", "0")
     hosts = {f"node{i}": local_host(emitter, f"node{i}") for i in range(1, 5)}
     hosts["node4"]["fleetperf_min_free_gib"] = 10**9  # refused in preflight
     s = session(emitter, write_inventory(tmp_path / "inv.yml", hosts))

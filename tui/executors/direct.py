@@ -13,6 +13,7 @@ for, still run playbooks/stop.yml: the files on the host are the same either way
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.machinery
 import importlib.util
@@ -226,6 +227,9 @@ class Direct(StoppedByPlaybook):
         run_dir = f"{local['fleetperf_run_root']}/{launch.run_id}"
         argv, env = _workload(extra, local, run_dir, ready)
         pid = _process().launch(run_dir, argv, str(local["fleetperf_repo_dir"]), env, ansible_env())
+        # The supervisor is this process's child here (the module's would be orphaned at
+        # once): reaped as it ends, so it is never left a zombie that looks alive.
+        threading.Thread(target=_reap, args=(pid,), daemon=True, name=f"reap-{pid}").start()
         event("runner_on_ok", LAUNCH_ACTION, {"changed": True, "pid": pid})
         params = {
             "run_dir": run_dir,
@@ -252,6 +256,11 @@ class Direct(StoppedByPlaybook):
         if not (res["finished"] and res["exit_code"] == 0):
             event("runner_on_failed", "assert", {"msg": _ended_badly(host, extra, res)})
         return bool(res["released"])
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def _preflight_params(host: str, extra: dict[str, Any], local: dict[str, Any]) -> dict[str, Any]:
