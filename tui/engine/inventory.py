@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 from tui.catalog.catalog import RunSpec
+from tui.core import safefile
 from tui.core.errors import InventoryError
 from tui.executors.ansiblerun import PLAYBOOKS, ansible_env
 from tui.executors.base import DEFAULT_KIND, SLURM
@@ -50,11 +55,48 @@ class Inventory:
         return out
 
 
+def _cache_dir() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fleetperf"
+
+
+def _listing_key(path: Path) -> str | None:
+    """What ``ansible-inventory --list`` of a static inventory file depends on, hashed: the
+    file, the group_vars and host_vars beside it and the playbooks', ansible's config files,
+    the environment it runs with, ansible's version. None where the listing may change
+    without any of them (an executable inventory, an inventory plugin's config) or may
+    hold what a vault decrypts (an encrypted file or value)."""
+    text = path.read_bytes()
+    if os.access(path, os.X_OK) or re.search(rb"^\s*plugin\s*:", text, re.MULTILINE):
+        return None
+    found = [path]
+    for base in (path.parent, PLAYBOOKS):
+        for sub in ("group_vars", "host_vars"):
+            found += sorted(p for p in (base / sub).rglob("*") if p.is_file())
+    env = ansible_env()
+    configs = [Path("ansible.cfg"), Path.home() / ".ansible.cfg", Path("/etc/ansible/ansible.cfg")]
+    if "ANSIBLE_CONFIG" in env:
+        configs.append(Path(env["ANSIBLE_CONFIG"]))
+    digest = hashlib.sha256(json.dumps([version("ansible-core"), env], sort_keys=True).encode())
+    for file in found + [c for c in configs if c.is_file()]:
+        data = file.read_bytes()
+        if b"$ANSIBLE_VAULT" in data or b"!vault" in data:
+            return None
+        digest.update(f"{file.resolve()}\0{len(data)}\0".encode() + data)
+    return digest.hexdigest()
+
+
 def load_inventory(path: Path) -> Inventory:
     """``ansible-inventory --list`` with the playbooks' directory, so their group_vars
-    (chips, executors, images) count as a play would see them."""
+    (chips, executors, images) count as a play would see them. A static inventory's listing
+    is kept (private, in the user's cache directory) and read again while nothing it
+    depends on changed: ansible-inventory costs a run 0.3 CPU-s (issue 33)."""
     if not path.is_file():
         raise InventoryError(f"inventory {path}: no such file")
+    key = _listing_key(path)
+    cached = _cache_dir() / f"inventory-{key}.json"
+    if key and cached.is_file():
+        data = json.loads(cached.read_text())
+        return Inventory(path=path, groups=data["groups"], hostvars=data["hostvars"])
     argv = [
         str(Path(sys.executable).parent / "ansible-inventory"),
         "-i",
@@ -72,6 +114,9 @@ def load_inventory(path: Path) -> Inventory:
         lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
         raise InventoryError(f"inventory {path}: {lines[-1] if lines else 'unreadable'}")
     hostvars = (data.pop("_meta", None) or {}).get("hostvars", {})
+    if key:
+        safefile.make_dirs(cached.parent)
+        safefile.write_text(cached, json.dumps({"groups": data, "hostvars": hostvars}))
     return Inventory(path=path, groups=data, hostvars=hostvars)
 
 
