@@ -138,9 +138,10 @@ def holder_text(held: dict) -> str:
     )
 
 
-def preflight(p: dict) -> dict:
+def preflight(p: dict, gone: Callable[[], bool] = lambda: False) -> dict:
     """Check the host for one run and take its lease (the module's options as ``p``, its
-    defaults applied); the module's result, or Refused with the one line that says why."""
+    defaults applied); the module's result, or Refused with the one line that says why.
+    ``gone``: nobody waits for the answer any more (a wait for the lease ends)."""
     host, run_root = p["host"], p["run_root"]
     if p["executor"] not in ("process", "docker"):
         raise Refused(
@@ -183,7 +184,7 @@ def preflight(p: dict) -> dict:
     deadline = time.monotonic() + p["lease_wait_s"]
     engine = {"docker_host": p["docker_host"], "host": host} if p["executor"] == "docker" else None
     while (held := try_take(run_root, mine, p["lease_stale_s"], engine)) is not None:
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline or gone():
             wait = p["lease_wait_s"]
             waited = f"waited {wait:g} s" if wait else "use --wait SECONDS"
             raise Refused(f"host {host}: busy: {holder_text(held)}; {waited}")
@@ -332,6 +333,7 @@ def hold(
     params: dict,
     exited_now: Callable[[], bool],
     gone: Callable[[], bool],
+    sleep: Callable[[float], object] = time.sleep,
 ) -> tuple[list[str], int, bool]:
     """Wait for new lines (if wanted), the exit (``exited_now``), the deadline, or
     ``gone``; return lines, new offset, exited."""
@@ -352,14 +354,20 @@ def hold(
         if now >= next_beat:
             run.beat()
             next_beat = now + HEARTBEAT_S
-        time.sleep(TICK_S)
+        sleep(TICK_S)  # the controller's direct executor wakes it as the workload ends
     if not params["lines"]:
         return [], offset, exited
     lines, new_offset = read_new(run.events, offset, params["max_bytes"])
     return lines, new_offset, exited
 
 
-def poll(p: dict, check_mode: bool, gone: Callable[[], bool], cpu_s: Callable[[], float]) -> dict:
+def poll(
+    p: dict,
+    check_mode: bool,
+    gone: Callable[[], bool],
+    cpu_s: Callable[[], float],
+    sleep: Callable[[float], object] = time.sleep,
+) -> dict:
     """One poll of a run (the tail module's options as ``p``): hold until new lines, the
     workload's end, a stall, a time-out or ``gone`` (nobody waits for the answer); the
     module's result, Refused for an engine error. ``cpu_s``: what this poll has cost the
@@ -371,7 +379,7 @@ def poll(p: dict, check_mode: bool, gone: Callable[[], bool], cpu_s: Callable[[]
             )
             run = Run(p["run_dir"], fleetperf_docker.started_at(container.state))
             offset = run.offset()
-            lines, new_offset, exited = hold(run, offset, p, container.exited, gone)
+            lines, new_offset, exited = hold(run, offset, p, container.exited, gone, sleep)
             if exited and not check_mode:
                 container.record_exit(run)
         except Exception as exc:  # noqa: BLE001 - an engine error: this host's one-line failure
@@ -379,7 +387,7 @@ def poll(p: dict, check_mode: bool, gone: Callable[[], bool], cpu_s: Callable[[]
     else:
         container, run = None, Run(p["run_dir"])
         offset = run.offset()
-        lines, new_offset, exited = hold(run, offset, p, run.exited, gone)
+        lines, new_offset, exited = hold(run, offset, p, run.exited, gone, sleep)
     if new_offset != offset and not check_mode:
         run.save_offset(new_offset)
 

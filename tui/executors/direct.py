@@ -25,6 +25,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -137,6 +138,22 @@ class _Run:
     tracker: Tracker
     cancel: threading.Event
 
+    @property
+    def host(self) -> str:
+        return self.launch.hosts[0]
+
+    @property
+    def run_root(self) -> str:
+        return str((self.launch.local or {})["fleetperf_run_root"])
+
+    @property
+    def run_dir(self) -> str:
+        return f"{self.run_root}/{self.launch.run_id}"
+
+    @property
+    def lease(self) -> str:
+        return f"{self.run_root}/fleetperf.lease"
+
 
 class Direct(StoppedByPlaybook):
     """Runs each run on its own thread in this process: run.yml's tasks for one local host,
@@ -176,8 +193,7 @@ class Direct(StoppedByPlaybook):
     def _run(self, r: _Run) -> None:
         """Preflight; then launch, poll, check the end; always stop what still runs and
         hand the host back (run.yml's blocks)."""
-        launch, tracker = r.launch, r.tracker
-        host = launch.hosts[0]
+        launch, tracker, host = r.launch, r.tracker, r.host
         extra, local = launch.extravars(), launch.local or {}
         steps = hostside()
 
@@ -186,27 +202,24 @@ class Direct(StoppedByPlaybook):
             data = {"host": host, "task_action": action, "res": res, **data}
             tracker({"event": kind, "event_data": data})
 
-        run_root = str(local["fleetperf_run_root"])
-        run_dir = f"{run_root}/{launch.run_id}"
-        lease = f"{run_root}/fleetperf.lease"
         try:
             try:
-                ready = steps.preflight(_preflight_params(host, extra, local))
+                ready = steps.preflight(_preflight_params(host, extra, local), r.cancel.is_set)
             except steps.Refused as exc:
                 res = {"failed": True, "msg": str(exc), **exc.fields}
                 event("runner_on_failed", PREFLIGHT_ACTION, res, play=PREFLIGHT_PLAY)
                 return
             event("runner_on_ok", PREFLIGHT_ACTION, ready, play=PREFLIGHT_PLAY)
-            tracker.host_dirs.setdefault(host, Path(run_dir))  # its files: copied at the end
+            tracker.host_dirs.setdefault(host, Path(r.run_dir))  # its files: copied at the end
             released = False
             try:
-                released = self._work(r, host, extra, local, ready, event)
+                released = self._work(r, extra, local, ready, event)
             finally:
                 if not released:
-                    steps.stop(run_dir, STOP_GRACE_S, None)
-                    _host_files().release(lease, launch.run_id)
+                    steps.stop(r.run_dir, STOP_GRACE_S, None)
+                    _host_files().release(r.lease, launch.run_id)
             event("runner_on_ok", "debug", {}, task=HAND_BACK)
-        except Exception as exc:  # a bug: the run fails with it, its work is stopped above
+        except Exception as exc:  # a bug: the run fails with it (a launched workload: stopped)
             traceback.print_exc()
             event("runner_on_failed", "", {"msg": f"internal error: {exc!r}"})
         finally:
@@ -215,7 +228,6 @@ class Direct(StoppedByPlaybook):
     def _work(
         self,
         r: _Run,
-        host: str,
         extra: dict[str, Any],
         local: dict[str, Any],
         ready: dict[str, Any],
@@ -223,30 +235,39 @@ class Direct(StoppedByPlaybook):
     ) -> bool:
         """Launch, poll to the end, check how it ended; whether the last poll released the
         lease (the workload ended by itself, nothing left to stop)."""
-        steps, launch = hostside(), r.launch
-        run_dir = f"{local['fleetperf_run_root']}/{launch.run_id}"
-        argv, env = _workload(extra, local, run_dir, ready)
-        pid = _process().launch(run_dir, argv, str(local["fleetperf_repo_dir"]), env, ansible_env())
+        steps, host = hostside(), r.host
+        argv, env = _workload(extra, local, r.run_dir, ready)
+        chdir = str(local["fleetperf_repo_dir"])
+        pid = _process().launch(r.run_dir, argv, chdir, env, ansible_env())
         # The supervisor is this process's child here (the module's would be orphaned at
-        # once): reaped as it ends, so it is never left a zombie that looks alive.
-        threading.Thread(target=_reap, args=(pid,), daemon=True, name=f"reap-{pid}").start()
+        # once): reaped as it ends, so it is never left a zombie that looks alive, and its
+        # end wakes the poll at once instead of at its next look at the files.
+        ended = threading.Event()
+        reaper = threading.Thread(target=_reap, args=(pid, ended), daemon=True, name=f"reap-{pid}")
+        reaper.start()
         event("runner_on_ok", LAUNCH_ACTION, {"changed": True, "pid": pid})
         params = {
-            "run_dir": run_dir,
+            "run_dir": r.run_dir,
             "lines": host not in extra["fleetperf_follow"],
             "wait": extra["fleetperf_poll_s"],
             "min_gap": 0.5,
             "max_bytes": 1048576,
             "timeout_s": extra["fleetperf_timeout_s"],
             "stall_s": extra["fleetperf_stall_s"],
-            "lease": f"{local['fleetperf_run_root']}/fleetperf.lease",
+            "lease": r.lease,
             "executor": "process",
             "docker_host": "",
             "host": host,
         }
         while True:
             began = time.thread_time()
-            res = steps.poll(params, False, r.cancel.is_set, lambda b=began: time.thread_time() - b)
+            res = steps.poll(
+                params,
+                False,
+                r.cancel.is_set,
+                lambda b=began: time.thread_time() - b,
+                partial(_tick, ended),
+            )
             if r.cancel.is_set():
                 return False  # aborted: the stop follows
             if res["finished"] or res["timed_out"] or res["stalled"]:
@@ -258,9 +279,19 @@ class Direct(StoppedByPlaybook):
         return bool(res["released"])
 
 
-def _reap(pid: int) -> None:
+def _tick(ended: threading.Event, seconds: float) -> None:
+    """The poll's pause between two looks at the files: cut short as the supervisor ends;
+    after that (a supervisor killed before it wrote exit_code), a plain pause."""
+    if ended.is_set():
+        time.sleep(seconds)
+    else:
+        ended.wait(seconds)
+
+
+def _reap(pid: int, ended: threading.Event) -> None:
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
+    ended.set()
 
 
 def _preflight_params(host: str, extra: dict[str, Any], local: dict[str, Any]) -> dict[str, Any]:
