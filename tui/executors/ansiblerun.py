@@ -12,15 +12,16 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from ansible_runner import Runner, RunnerConfig
-from ansible_runner.utils import get_callback_dir
 
 from tui.core import safefile
 from tui.core.paths import REPO_ROOT
 from tui.core.stream import SSH_SAFETY
+
+if TYPE_CHECKING:
+    from ansible_runner import Runner
 
 PLAYBOOKS = REPO_ROOT / "playbooks"
 
@@ -193,6 +194,10 @@ def ansible_run(
     ``ansible_env()`` and what runner itself needs. Extra vars go in as unsafe text. The
     event handler decides that no job_events are kept. ansible dies with the thread that
     started it."""
+    # Here, not at the top: a direct run (tui/executors/direct.py) never needs them.
+    from ansible_runner import Runner, RunnerConfig
+    from ansible_runner.utils import get_callback_dir
+
     safefile.make_dirs(private)
     if extravars:
         _write_extravars(private, extravars)
