@@ -6,9 +6,15 @@ each way is named, and the run dir shows which ran (only the play leaves ansible
 from __future__ import annotations
 
 import json
+import signal
+import time
+from pathlib import Path
 
 import pytest
 from conftest import Fleetperf
+from test_faults import nothing_left, wait_streaming
+
+from tui.executors import direct
 
 # Differ from run to run whichever way ran: ids, times, what the workload measured, the
 # host's load, and the verdict (the second run has the first in its history).
@@ -74,3 +80,75 @@ def test_a_bad_direct_setting_is_refused_before_any_launch(
     (line,) = out.stderr.strip().splitlines()
     assert "FLEETPERF_DIRECT='yes': expected 0" in line
     assert not list(emitter.results.glob("runs/*"))
+
+
+@pytest.mark.slow  # two real batches, one waiting for the other's lease
+def test_ctrl_c_ends_a_direct_runs_wait_for_the_lease_at_once(emitter: Fleetperf) -> None:
+    # The play's watcher kills ansible-playbook mid-preflight; the direct path's preflight
+    # stops waiting itself.
+    first = emitter.popen(
+        "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1",
+        "--set", "steps=600", "--set", "interval_s=0.2",
+    )  # fmt: skip
+    second = None
+    try:
+        wait_streaming(first, {"localhost"})
+        second = emitter.popen(
+            "--batch", "--case", "emitter", "--config", "cpu/CPUx1x1", "--wait", "300"
+        )
+        time.sleep(5)  # in its preflight, waiting for the lease
+        assert second.poll() is None
+        t0 = time.monotonic()
+        second.send_signal(signal.SIGINT)
+        second.communicate(timeout=60)
+        assert time.monotonic() - t0 < 10 and second.returncode != 0
+        assert first.poll() is None  # the holder runs on
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+                proc.communicate(timeout=120)
+    runs = emitter.results / "hosts" / "localhost"
+    assert len(list(runs.glob("*/workload.pid"))) == 1  # the second launched nothing
+    assert nothing_left([runs])
+
+
+LOCAL = {
+    "ansible_connection": "local",
+    "fleetperf_executor": "process",
+    "fleetperf_repo_dir": "{{ fleetperf_controller_root | default(inventory_dir ~ '/..') }}",
+    "fleetperf_python": "{{ fleetperf_controller_python | default(ansible_playbook_python) }}",
+    "fleetperf_data_root": "/srv/data",
+    "fleetperf_run_root": "{{ fleetperf_controller_results }}/hosts/{{ inventory_hostname }}",
+}
+HERE = {
+    "fleetperf_controller_root": "/repo",
+    "fleetperf_controller_python": "/repo/.venv/bin/python",
+    "fleetperf_controller_data_root": "/srv/data",
+    "fleetperf_controller_results": "/srv/results",
+}
+
+
+def test_the_rule_renders_a_local_hosts_vars_from_the_controllers() -> None:
+    found = direct.local_vars("box", LOCAL, Path("/inv/local.yml"), HERE)
+    assert found == {
+        "fleetperf_run_root": "/srv/results/hosts/box",
+        "fleetperf_data_root": "/srv/data",
+        "fleetperf_repo_dir": "/repo",
+        "fleetperf_python": "/repo/.venv/bin/python",
+    }
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"ansible_connection": "ssh"},
+        {"ansible_become": True},
+        {"fleetperf_run_root": "{{ hostvars['other'].fleetperf_run_root }}"},  # a play's
+        {"fleetperf_python": "{{ '/usr/bin/python3' | ansible.builtin.dirname }}"},
+        {"fleetperf_workload_env": {"HF_TOKEN": {"__ansible_vault": "$ANSIBLE_VAULT;1.1"}}},
+        {"fleetperf_python": ""},
+    ],
+)
+def test_a_host_the_controller_cannot_render_alone_goes_through_the_play(change: dict) -> None:
+    assert direct.local_vars("box", {**LOCAL, **change}, Path("/inv/local.yml"), HERE) is None
