@@ -14,7 +14,9 @@ A B A B ...:
 Per round it prints both p_core rates and their ratio (A / B); then the median ratio, the
 fixed cost of A (command start to exit minus the workload's own e2e_time), the CPU-seconds
 of A's controller side (the fleetperf command and its children, the polls excluded; the
-workload is detached, so its CPU is not in there) and of the poller on the host (the sum
+workload is detached, so its CPU is not in there; "-" for a run the direct executor ran,
+whose workload is the controller's grandchild: benchmarks/peer_overhead.py measures that
+with cgroups) and of the poller on the host (the sum
 of the poll modules' own CPU time, which fleetperf_tail keeps in the run's poll_cpu_s),
 and the event latency of A's step records (controller receipt minus the workload's write).
 The load average is read before and after each run: the figures mean little on a busy host.
@@ -92,7 +94,9 @@ class Bench:
             "rc": rc,
             "p_core": result["metrics"]["p_core"],
             "fixed_s": wall - result["metrics"]["e2e_time"],
-            "controller_cpu_s": cpu - poll_cpu,
+            # The direct executor (tui/executors/direct.py) reaps the workload's supervisor:
+            # wait4 counts the workload there (benchmarks/peer_overhead.py splits it off).
+            "controller_cpu_s": cpu - poll_cpu if (run_dir / "ansible-run").is_dir() else None,
             "poll_cpu_s": poll_cpu,
             "latency": latency,
             "config": run_dir / "config.json",
@@ -118,6 +122,15 @@ class Bench:
         _, _, rc = timed(argv, env, REPO)
         result = result_event(run_dir / "events.jsonl")
         return {"rc": rc, "p_core": result["metrics"]["p_core"], "load": f"{load}->{loadavg()}"}
+
+
+def _cpu(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f}"
+
+
+def _median(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def main() -> int:
@@ -148,7 +161,7 @@ def main() -> int:
             status = f"  (exit A {a['rc']}, B {b['rc']})" if a["rc"] or b["rc"] else ""
             print(
                 f"{n + 1:5}  {a['p_core']:8.2f}  {b['p_core']:8.2f}  {ratio:5.3f}  "
-                f"{a['fixed_s']:9.2f}  {a['controller_cpu_s']:11.2f}  {a['poll_cpu_s']:12.2f}  "
+                f"{a['fixed_s']:9.2f}  {_cpu(a['controller_cpu_s']):>11}  {a['poll_cpu_s']:12.2f}  "
                 f"{a['load']} | {b['load']}{status}"
             )
         med = statistics.median
@@ -158,7 +171,7 @@ def main() -> int:
             f"B p_core {med(b['p_core'] for _, b, _ in rows):.2f}, "
             f"A/B {med(r for _, _, r in rows):.3f}; "
             f"A fixed cost {med(a['fixed_s'] for a, _, _ in rows):.2f} s, "
-            f"controller CPU {med(a['controller_cpu_s'] for a, _, _ in rows):.2f} s, "
+            f"controller CPU {_cpu(_median([a['controller_cpu_s'] for a, _, _ in rows]))} s, "
             f"poller CPU {med(a['poll_cpu_s'] for a, _, _ in rows):.2f} s per run"
         )
         if latency:
