@@ -38,8 +38,12 @@ def _wait_for(what: str, check: object, timeout: float) -> None:
         time.sleep(0.2)
 
 
-@pytest.mark.slow  # a real run through ansible-runner
-def test_a_set_value_is_data_never_a_template(emitter: Fleetperf, tmp_path: Path) -> None:
+@pytest.mark.slow  # a real run through ansible-runner, or the direct executor
+@pytest.mark.parametrize("way", ["play", "direct"])  # tui/executors/direct.py
+def test_a_set_value_is_data_never_a_template(
+    emitter: Fleetperf, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, way: str
+) -> None:
+    monkeypatch.setenv("FLEETPERF_DIRECT", "0" if way == "play" else "1")
     planted = tmp_path / "pwned.txt"
     value = '{{ lookup("pipe", "touch ' + str(planted) + '") }} "123"'
     inventory = write_inventory(tmp_path / "inv.yml", {"box": local_host(emitter, "box")})
@@ -54,6 +58,9 @@ def test_a_set_value_is_data_never_a_template(emitter: Fleetperf, tmp_path: Path
     assert json.loads(kept)["hp"]["env_digest"] == value
     # The host's config.json, written by the preflight from the extra vars, is the record's.
     assert (run_dir / "hosts" / "box" / "config.json").read_bytes() == kept
+    if way == "direct":  # no ansible ran
+        assert not (run_dir / "ansible-run").exists()
+        return
     # Not on ansible's command line (ps, the command artifact): a file of unsafe text.
     (command,) = run_dir.glob("ansible-run/artifacts/*/command")
     argv = json.loads(command.read_text())["command"]
