@@ -43,9 +43,7 @@ from tui.executors.tracker import HAND_BACK, PREFLIGHT_PLAY, Tracker, conclude, 
 SETTING = "FLEETPERF_DIRECT"  # "0": every run through the play; "1" (the default): direct
 _PACKAGE = "fleetperf_hostside"  # playbooks/module_utils, as a package of its own here
 STOP_GRACE_S = 10.0  # fleetperf_stop's default grace
-# What the templates of a host's vars may name (besides the controller's vars and the
-# host's plain vars): Ansible's magic vars that have one meaning here.
-_LOCAL = ("local", "ansible.builtin.local")
+_LOCAL = ("local", "ansible.builtin.local")  # the connections that mean this machine
 # The host vars a direct run reads: the ones it cannot go without, then the optional ones.
 _REQUIRED = ("fleetperf_run_root", "fleetperf_data_root", "fleetperf_repo_dir", "fleetperf_python")
 _OPTIONAL = (
@@ -114,6 +112,8 @@ def local_vars(
     if hostvars.get("ansible_connection") not in _LOCAL or hostvars.get("ansible_become"):
         return None
     plain = {k: v for k, v in hostvars.items() if not _templated(v)}
+    # What a template may name: the host's plain vars, the controller's, and the magic vars
+    # of Ansible's that have one meaning here.
     context = {
         **plain,
         **controller,
