@@ -17,10 +17,7 @@ from textual.widget import AwaitMount
 
 from tui.app.feed import RunFeed
 from tui.app.screens.cases import CasesScreen
-from tui.app.screens.dashboard import DashboardScreen
 from tui.app.screens.dialogs import ConfirmScreen, HelpScreen
-from tui.app.screens.hosts import HostsScreen
-from tui.app.screens.results import ResultsScreen
 from tui.core import paths
 from tui.core.paths import store_path
 from tui.core.term import printable
@@ -28,6 +25,27 @@ from tui.engine.session import Batch, RunHandle, RunPlan, Session
 
 # The footer shows the four screen keys as one group ("1234 screens"); help names each.
 SCREENS = Binding.Group("screens", compact=True)
+
+
+# The screens after the first are imported when first shown, or in a thread once the first
+# frame is drawn (_preload): their modules (textual-plotext, the dashboard's widgets) cost
+# the first paint 0.1 s otherwise.
+def _hosts_screen() -> Screen:
+    from tui.app.screens.hosts import HostsScreen
+
+    return HostsScreen()
+
+
+def _runs_screen() -> Screen:
+    from tui.app.screens.dashboard import DashboardScreen
+
+    return DashboardScreen()
+
+
+def _results_screen() -> Screen:
+    from tui.app.screens.results import ResultsScreen
+
+    return ResultsScreen()
 
 
 @dataclass(frozen=True)
@@ -52,9 +70,9 @@ class FleetperfApp(App[int]):
     TITLE = "fleetperf"
     MODES = {
         "cases": CasesScreen,
-        "hosts": HostsScreen,
-        "runs": DashboardScreen,
-        "results": ResultsScreen,
+        "hosts": _hosts_screen,
+        "runs": _runs_screen,
+        "results": _results_screen,
     }
     DEFAULT_MODE = "cases"
     BINDINGS = [
@@ -83,7 +101,16 @@ class FleetperfApp(App[int]):
         self._shown_modes = {self.DEFAULT_MODE}
 
     def on_ready(self) -> None:
+        # Textual's Ready: the first frame is on the terminal.
         self._freeze_long_lived()
+        self._preload()
+
+    @work(thread=True, group="preload")
+    def _preload(self) -> None:
+        """The other screens' modules, imported while the operator reads the first one."""
+        import tui.app.screens.dashboard
+        import tui.app.screens.hosts
+        import tui.app.screens.results  # noqa: F401
 
     def switch_mode(self, mode: str) -> AwaitMount:
         shown = super().switch_mode(mode)
@@ -157,9 +184,9 @@ class FleetperfApp(App[int]):
             )
 
     def action_help(self) -> None:
-        # A screen's help is its docstring: the four screens' (a dialog has none to show).
-        shown = type(self.screen)
-        about = shown.__doc__ if shown in self.MODES.values() else None
+        # A screen's help is its docstring: a mode's own screen, at the bottom of its stack
+        # (a dialog above it has none to show).
+        about = self.screen.__doc__ if len(self.screen_stack) == 1 else None
         self.push_screen(HelpScreen(self.screen, " ".join((about or "").split())))
 
     def action_toggle_theme(self) -> None:
