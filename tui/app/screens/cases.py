@@ -253,7 +253,7 @@ class CasesScreen(Screen[None]):
         session = self.app.session
         if not session.inventory_read:
             label.update("Hosts: reading the inventory...")
-            self.call_after_refresh(self._read_inventory)  # as the suites: after the frame
+            self._read_inventory()
             return
         try:
             hosts = session.hosts_for(spec)
