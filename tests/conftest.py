@@ -22,13 +22,16 @@ pytest_plugins = ["machine_guard", "process_guard"]
 def pytest_configure(config: pytest.Config) -> None:
     """The tests use the store each names, never the developer's team store: no
     FLEETPERF_STORE, and a settings directory of their own (docs/store.md: the settings
-    file under $XDG_CONFIG_HOME)."""
+    file under $XDG_CONFIG_HOME); the inventory listings they cause are kept in a cache
+    directory of their own, not the user's (tui/engine/inventory.py)."""
     os.environ.pop("FLEETPERF_STORE", None)
     os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="fleetperf-test-config-")
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="fleetperf-test-cache-")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(os.environ["XDG_CONFIG_HOME"], ignore_errors=True)
+    shutil.rmtree(os.environ["XDG_CACHE_HOME"], ignore_errors=True)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist
