@@ -53,3 +53,12 @@ def test_what_may_change_by_itself_or_hold_secrets_is_never_kept(
     else:
         inv.chmod(0o755)
     assert inventory._listing_key(inv) is None
+
+
+def test_a_damaged_listing_is_listed_anew(tmp_path: Path, cache: Path) -> None:
+    inv = write_inventory(tmp_path / "inv.yml", {"box1": {"ansible_connection": "local"}})
+    inventory.load_inventory(inv)
+    (kept,) = cache.glob("inventory-*.json")
+    kept.write_text('{"groups": ')  # cut short
+    assert inventory.load_inventory(inv).group_hosts("cpu") == ["box1"]
+    assert json.loads(kept.read_text())["hostvars"]["box1"]["ansible_connection"] == "local"

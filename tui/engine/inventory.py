@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -95,8 +96,10 @@ def load_inventory(path: Path) -> Inventory:
     key = _listing_key(path)
     cached = _cache_dir() / f"inventory-{key}.json"
     if key and cached.is_file():
-        data = json.loads(cached.read_text())
-        return Inventory(path=path, groups=data["groups"], hostvars=data["hostvars"])
+        # An entry removed or damaged meanwhile (the user clearing their cache): list again.
+        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+            data = json.loads(cached.read_text())
+            return Inventory(path=path, groups=data["groups"], hostvars=data["hostvars"])
     argv = [
         str(Path(sys.executable).parent / "ansible-inventory"),
         "-i",
