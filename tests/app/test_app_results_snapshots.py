@@ -26,6 +26,10 @@ async def _results(pilot: Pilot) -> DataTable:
     await wait_for(pilot, lambda: table.row_count == 6)
     await wait_for(pilot, lambda: bool(pilot.app.screen.query(SeedsTable)))
     await pilot.app.workers.wait_for_complete()  # the store read: no refill to come
+    # The filters' new options refill the list once more (a CI run under load drew it
+    # mid-refill, columns as wide as their labels): settled when the rows are back.
+    await pilot.pause(0.3)
+    await wait_for(pilot, lambda: table.row_count == 6)
     table.focus()
     return table
 

@@ -65,6 +65,7 @@ def _inner_pytest(tmp_path: Path, emitter_dirs: dict[str, str], guard: bool) -> 
     if not guard:
         argv += ["-p", "no:process_guard"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO)]))
+    env["FLEETPERF_DIRECT"] = "0"  # through ansible-playbook: the guard must end it too
     done = subprocess.run(
         [*argv, "--basetemp", str(test_dir / "tmp"), str(test_dir)],
         cwd=test_dir,

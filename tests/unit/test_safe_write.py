@@ -148,8 +148,10 @@ def test_the_helper_never_follows_and_cleans_up_after_an_error(
 
 
 def test_a_batch_run_and_its_report_are_private_whatever_the_umask(
-    emitter: Fleetperf, umask_022: None
+    emitter: Fleetperf, umask_022: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Through the play, whose private dir holds the extra vars (a direct run has none).
+    monkeypatch.setenv("FLEETPERF_DIRECT", "0")
     out = emitter.batch("emitter", "cpu/CPUx1x1", "steps=2")
     assert out.returncode == 0, out.stdout + out.stderr
     report = emitter.results / "report.html"
