@@ -182,7 +182,7 @@ def main() -> None:
             "master_port": {"type": "int"},
             "controller": {"type": "dict", "required": True},
             "lease_wait_s": {"type": "float", "default": 0},
-            "lease_stale_s": {"type": "float", "default": 60},
+            "lease_stale_s": {"type": "float", "default": fleetperf_steps.LEASE_STALE_S},
             "data_manifest": {"type": "str", "required": True},
             "python": {"type": "str"},
             "imports": {"type": "dict", "default": {}},

@@ -108,7 +108,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "run_dir": {"type": "path", "required": True},
-            "grace": {"type": "float", "default": 10},
+            "grace": {"type": "float", "default": fleetperf_steps.STOP_GRACE_S},
             "reason": {"type": "str"},
             "lease": {"type": "path"},
             "executor": {"type": "str", "default": "process", "choices": ["process", "docker"]},

@@ -193,7 +193,7 @@ def main() -> None:
             "lines": {"type": "bool", "default": True},
             "wait": {"type": "float", "default": 1.0},
             "min_gap": {"type": "float", "default": 0.0},
-            "max_bytes": {"type": "int", "default": 1048576},
+            "max_bytes": {"type": "int", "default": fleetperf_steps.MAX_POLL_BYTES},
             "timeout_s": {"type": "float", "required": True},
             "stall_s": {"type": "float", "required": True},
             "lease": {"type": "path"},

@@ -20,6 +20,10 @@ from . import fleetperf_docker
 from . import fleetperf_host as files
 
 LEASE = "fleetperf.lease"
+# The modules' defaults, which the direct executor passes as they are.
+LEASE_STALE_S = 60.0  # fleetperf_preflight's lease_stale_s
+MAX_POLL_BYTES = 1048576  # fleetperf_tail's max_bytes
+STOP_GRACE_S = 10.0  # fleetperf_stop's grace
 
 
 class Refused(Exception):

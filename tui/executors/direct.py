@@ -42,7 +42,6 @@ from tui.executors.tracker import HAND_BACK, PREFLIGHT_PLAY, Tracker, conclude, 
 
 SETTING = "FLEETPERF_DIRECT"  # "0": every run through the play; "1" (the default): direct
 _PACKAGE = "fleetperf_hostside"  # playbooks/module_utils, as a package of its own here
-STOP_GRACE_S = 10.0  # fleetperf_stop's default grace
 _LOCAL = ("local", "ansible.builtin.local")  # the connections that mean this machine
 # The host vars a direct run reads: the ones it cannot go without, then the optional ones.
 _REQUIRED = ("fleetperf_run_root", "fleetperf_data_root", "fleetperf_repo_dir", "fleetperf_python")
@@ -216,7 +215,7 @@ class Direct(StoppedByPlaybook):
                 released = self._work(r, extra, local, ready, event)
             finally:
                 if not released:
-                    steps.stop(r.run_dir, STOP_GRACE_S, None)
+                    steps.stop(r.run_dir, steps.STOP_GRACE_S, None)
                     _host_files().release(r.lease, launch.run_id)
             event("runner_on_ok", "debug", {}, task=HAND_BACK)
         except Exception as exc:  # a bug: the run fails with it (a launched workload: stopped)
@@ -251,7 +250,7 @@ class Direct(StoppedByPlaybook):
             "lines": host not in extra["fleetperf_follow"],
             "wait": extra["fleetperf_poll_s"],
             "min_gap": 0.5,
-            "max_bytes": 1048576,
+            "max_bytes": steps.MAX_POLL_BYTES,
             "timeout_s": extra["fleetperf_timeout_s"],
             "stall_s": extra["fleetperf_stall_s"],
             "lease": r.lease,
@@ -309,7 +308,7 @@ def _preflight_params(host: str, extra: dict[str, Any], local: dict[str, Any]) -
         "master_port": None if single else int(local.get("fleetperf_master_port", 0)),
         "controller": extra["fleetperf_controller"],
         "lease_wait_s": float(extra["fleetperf_lease_wait_s"]),
-        "lease_stale_s": 60.0,
+        "lease_stale_s": hostside().LEASE_STALE_S,
         "data_manifest": extra["fleetperf_data_manifest"],
         "python": local["fleetperf_python"],
         "imports": extra["fleetperf_imports"],
