@@ -13,7 +13,7 @@ from typing import Any
 from harness.metrics import Metric
 
 from tui.results.record import RunRecord
-from tui.results.references import history_of, load_apart
+from tui.results.references import history_and_apart
 
 MIN_HISTORY = 2  # fewer earlier runs than this: no spread to judge a change against
 
@@ -50,7 +50,7 @@ class Comparison:
 def compare(before: RunRecord, after: RunRecord, history: Sequence[RunRecord]) -> Comparison:
     """Metrics known in either run, in the registry's order. ``history``: other records (any
     status); the spread comes from those history_of takes for ``after``."""
-    earlier = history_of(after, history)
+    earlier, apart = history_and_apart(after, history)
     out = []
     for name, metric in after.registry().items():
         a = before.metrics.get(name)
@@ -62,7 +62,6 @@ def compare(before: RunRecord, after: RunRecord, history: Sequence[RunRecord]) -
         spread = (min(values), max(values)) if len(values) >= MIN_HISTORY else None
         outside = spread is not None and b is not None and not spread[0] <= b <= spread[1]
         out.append(MetricChange(metric, a, b, change, spread, outside))
-    apart = load_apart(after, history)
     return Comparison(out, differences(before, after), len(earlier), apart)
 
 

@@ -83,16 +83,26 @@ def history_of(record: RunRecord, earlier: Iterable[RunRecord]) -> list[RunRecor
     """The passed runs ``record`` is compared with, oldest first (the newest HISTORY_RUNS).
     Runs on a loaded host and on a quiet one are histories apart: a loaded host's numbers
     measure its other work too (on a host always loaded, its runs still judge each other)."""
-    runs = comparable_before(record, earlier)
-    return [r for r in runs if r.loaded == record.loaded][-HISTORY_RUNS:]
+    return history_and_apart(record, earlier)[0]
 
 
 def load_apart(record: RunRecord, earlier: Iterable[RunRecord]) -> str:
     """'2 comparable run(s) on a loaded host left out' (or a quiet host, for a loaded
     run): what history_of kept apart; '' when nothing."""
-    apart = sum(r.loaded != record.loaded for r in comparable_before(record, earlier))
+    return history_and_apart(record, earlier)[1]
+
+
+def history_and_apart(
+    record: RunRecord, earlier: Iterable[RunRecord]
+) -> tuple[list[RunRecord], str]:
+    """history_of and load_apart from one pass over ``earlier`` (a config's thousands of
+    runs: comparable_key of each is the costly part)."""
+    runs = comparable_before(record, earlier)
+    same = [r for r in runs if r.loaded == record.loaded]
+    apart = len(runs) - len(same)
     host = "quiet" if record.loaded else "loaded"
-    return f"{apart} comparable run(s) on a {host} host left out" if apart else ""
+    note = f"{apart} comparable run(s) on a {host} host left out" if apart else ""
+    return same[-HISTORY_RUNS:], note
 
 
 def comparable_before(record: RunRecord, earlier: Iterable[RunRecord]) -> list[RunRecord]:

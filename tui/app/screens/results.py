@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,6 +56,9 @@ TABLE_RUNS = 20  # none marked: the seeds' table of the newest this many shown r
 PAGE = 100  # read first, drawn at once; the whole store follows (10,000 runs: seconds)
 REST_AFTER_S = 0.5  # the whole store is read this long after the newest runs are shown
 LIST_ROWS = 500  # the run list: the newest this many shown runs, and every marked one
+# ... added to the table this many at a time, the next ones as the cursor comes within
+# FILL_MARGIN rows of its end: a filter's refill of all 500 rows cost about 100 ms.
+FILL_ROWS, FILL_MARGIN = 100, 20
 PANES = {"table": "seeds", "compare": "compare", "charts": "charts"}
 
 
@@ -113,7 +117,9 @@ class ResultsScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self.records: list[RunRecord] = []
+        self._by_id: dict[str, RunRecord] = {}  # the records by run id, kept by _show
         self.shown: list[RunRecord] = []  # the records the filters let through, kept by _fill
+        self._listed: list[RunRecord] = []  # the run list's rows, newest first (_fill)
         self.marked: list[str] = []
         self.mode = "table"
         self.reading = False  # the whole store is being read after its newest runs
@@ -132,13 +138,8 @@ class ResultsScreen(Screen[None]):
                 yield SeedsView(id="seeds")
                 with VerticalScroll(id="compare"):
                     yield Static(id="compare-view")
-                with Horizontal(id="charts"):
-                    with Vertical(classes="plot"):
-                        yield Label(id="run-legend", classes="plot-legend")
-                        yield RunPlot(id="run-plot")
-                    with Vertical(id="history-plot-side", classes="plot"):
-                        yield Label(id="history-legend", classes="plot-legend")
-                        yield HistoryPlot(id="history-plot")
+                # The charts pane (Charts) is mounted on first use: at compose its plots
+                # were a good part of the screen's first opening.
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -182,15 +183,20 @@ class ResultsScreen(Screen[None]):
         except StoreError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return
+        # 10,000 records are millions of objects: out of the collector's full passes, each of
+        # which walked them all (0.3 s on the event loop, stalling a key now and then), as
+        # the app keeps what its screens built (FleetperfApp._freeze_long_lived).
+        gc.freeze()
         self.app.call_from_thread(self._show, records, "")
 
     def _show(self, records: list[RunRecord], note: str) -> None:
         """``note``: no store yet, or "more" while the rest of the store is being read."""
         self.reading = note == "more"
         self.records = records
+        self._by_id = {r.run_id: r for r in records}
         for name in FILTERS:
             select = self.query_one(f"#filter-{name}", Select)
-            values = sorted({_field(r, name) for r in records})
+            values = sorted({getattr(r, name) for r in records})
             current = select.value
             select.set_options([(literal(v), v) for v in values])
             if current in values:
@@ -205,12 +211,9 @@ class ResultsScreen(Screen[None]):
             self.query_one(SeedsView).show([], [Label(literal(note))])
 
     def _shown(self) -> list[RunRecord]:
-        wanted = {name: self.query_one(f"#filter-{name}", Select).value for name in FILTERS}
-        return [
-            r
-            for r in self.records
-            if all(v is Select.NULL or _field(r, k) == v for k, v in wanted.items())
-        ]
+        selects = {name: self.query_one(f"#filter-{name}", Select) for name in FILTERS}
+        wanted = {name: s.value for name, s in selects.items() if s.value is not Select.NULL}
+        return [r for r in self.records if all(getattr(r, k) == v for k, v in wanted.items())]
 
     @on(Select.Changed)
     def _filtered(self) -> None:
@@ -223,7 +226,20 @@ class ResultsScreen(Screen[None]):
         self.shown = shown = self._shown()
         listed = shown[-LIST_ROWS:]
         listed += [r for r in shown[:-LIST_ROWS] if r.run_id in self.marked]
-        for r in sorted(listed, key=lambda r: (r.started, r.run_id), reverse=True):
+        self._listed = sorted(listed, key=lambda r: (r.started, r.run_id), reverse=True)
+        self._list_to(FILL_ROWS, current)
+        if current in table.rows:
+            table.move_cursor(row=table.get_row_index(current))
+        self._subtitle(len(shown))
+        self._render_pane()
+
+    def _list_to(self, rows: int, run_id: str | None = None) -> None:
+        """The listed runs into the table up to ``rows`` rows, and up to ``run_id``'s row."""
+        if run_id is not None:
+            where = (i for i, r in enumerate(self._listed) if r.run_id == run_id)
+            rows = max(rows, next(where, -1) + 1)
+        table = self.query_one("#history", DataTable)
+        for r in self._listed[table.row_count : rows]:
             table.add_row(
                 _mark(r.run_id in self.marked),
                 literal(short_id(r.run_id)),
@@ -236,10 +252,6 @@ class ResultsScreen(Screen[None]):
                 _metric(r, "loss", ".4f"),
                 key=r.run_id,
             )
-        if current in table.rows:
-            table.move_cursor(row=table.get_row_index(current))
-        self._subtitle(len(shown))
-        self._render_pane()
 
     def _subtitle(self, shown: int) -> None:
         listed = f" (newest {LIST_ROWS} listed)" if shown > LIST_ROWS else ""
@@ -265,7 +277,7 @@ class ResultsScreen(Screen[None]):
 
     def _go_to(self, run_id: str) -> None:
         """Show the run (clearing filters that hide it), put the cursor on it and mark it."""
-        if run_id not in {r.run_id for r in self.records}:  # stored since the last reload
+        if run_id not in self._by_id:  # stored since the last reload
             self.notify(f"run {run_id}: press r to read the store again", severity="warning")
             return
         if run_id not in {r.run_id for r in self.shown}:
@@ -274,6 +286,7 @@ class ResultsScreen(Screen[None]):
         if run_id not in self.marked:
             self.marked.append(run_id)
         self._fill()
+        self._list_to(0, run_id)
         table = self.query_one("#history", DataTable)
         table.move_cursor(row=table.get_row_index(run_id))  # kept by the refills to come
         table.focus()
@@ -300,8 +313,7 @@ class ResultsScreen(Screen[None]):
         self._render_pane()
 
     def _selection(self) -> list[RunRecord]:
-        by_id = {r.run_id: r for r in self.records}
-        marked = [by_id[m] for m in self.marked if m in by_id]
+        marked = [self._by_id[m] for m in self.marked if m in self._by_id]
         return sorted(marked, key=lambda r: r.started) if marked else self.shown
 
     def action_table(self) -> None:
@@ -313,7 +325,9 @@ class ResultsScreen(Screen[None]):
             return
         self._switch("compare")
 
-    def action_charts(self) -> None:
+    async def action_charts(self) -> None:
+        if not self.query("#charts"):
+            await self.query_one(ContentSwitcher).add_content(Charts(id="charts"))
         self._switch("charts")
 
     def _switch(self, mode: str) -> None:
@@ -368,14 +382,16 @@ class ResultsScreen(Screen[None]):
     # -- charts -----------------------------------------------------------------------
 
     @on(DataTable.RowHighlighted, "#history")
-    def _highlighted(self) -> None:
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.cursor_row >= event.data_table.row_count - FILL_MARGIN:
+            self._list_to(event.data_table.row_count + FILL_ROWS)
         if self.mode == "charts":
             self._load_charts(self._cursor_run())
 
     @work(thread=True, exclusive=True, group="charts")
     def _load_charts(self, run_id: str | None) -> None:
         """Read the run's events file and its config's series here, draw on the app's thread."""
-        run = next((r for r in self.records if r.run_id == run_id), None)
+        run = self._by_id.get(run_id) if run_id else None
         if run is None:
             self.app.call_from_thread(self._draw_charts, None, None, None)
             return
@@ -414,6 +430,18 @@ class ResultsScreen(Screen[None]):
             self.notify(f"{len(records)} run(s) written to {path}", title="Exported")
 
         self.app.push_screen(ExportScreen(base, len(records), self.app.config.read_only), done)
+
+
+class Charts(Horizontal):
+    """The highlighted run's loss and samples/s per step beside its config's history."""
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="plot"):
+            yield Label(id="run-legend", classes="plot-legend")
+            yield RunPlot(id="run-plot")
+        with Vertical(id="history-plot-side", classes="plot"):
+            yield Label(id="history-legend", classes="plot-legend")
+            yield HistoryPlot(id="history-plot")
 
 
 class ExportScreen(ModalScreen[tuple[str, Path] | None]):
@@ -480,10 +508,6 @@ def _mark(marked: bool) -> Text:
 
 def _config(record: RunRecord) -> tuple[str, str, str]:
     return record.case, record.vendor, record.config
-
-
-def _field(record: RunRecord, name: str) -> str:
-    return {"case": record.case, "vendor": record.vendor, "config": record.config}[name]
 
 
 def _metric(record: RunRecord, key: str, fmt: str) -> str:
