@@ -396,6 +396,39 @@ def test_a_big_store_lists_its_newest_runs_first_then_reads_the_rest(
     run(scenario())
 
 
+def test_the_run_list_grows_as_the_cursor_nears_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The listed runs go into the table FILL_ROWS at a time, the next ones when the cursor
+    comes within FILL_MARGIN rows of the end; a run found by its id is listed at once
+    (scaled down: 6 runs, 2 at a time, a margin of 1)."""
+    seed_store(tmp_path / "results")
+    monkeypatch.setattr(results_screen, "FILL_ROWS", 2)
+    monkeypatch.setattr(results_screen, "FILL_MARGIN", 1)
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("4")
+            screen = app.screen
+            assert isinstance(screen, ResultsScreen)
+            await wait_for(pilot, lambda: len(screen.records) == 6 and not screen.reading)
+            table = screen.query_one("#history", DataTable)
+            await wait_for(pilot, lambda: table.row_count == 2)
+            assert screen.sub_title == "6 of 6 runs, 0 marked"  # all 6 are listed
+            table.focus()
+            await pilot.press("down")  # on the last row added: the next two follow
+            await wait_for(pilot, lambda: table.row_count == 4)
+            assert [str(k.value) for k in table.rows][:2] == ["run-new", "run-x8"]
+            screen.query_one("#run-search", Input).focus()
+            await pilot.press(*"run-0", "enter")  # the oldest: listed and marked at once
+            await wait_for(pilot, lambda: screen.marked == ["run-0"])
+            assert table.row_count == 6
+            assert table.cursor_row == 5
+
+    run(scenario())
+
+
 def test_the_seeds_table_scrolls_sideways_from_the_keyboard(tmp_path: Path) -> None:
     """At 80 columns a row is cut, not wrapped: tab from the run list reaches the table,
     right scrolls it."""
