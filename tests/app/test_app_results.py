@@ -101,6 +101,9 @@ def test_history_filters_compare_and_export(tmp_path: Path) -> None:
             await wait_for(pilot, lambda: table.row_count == 1)
             screen.query_one("#filter-config", Select).value = "A100x1x8"
             await wait_for(pilot, lambda: table.row_count == len(records) - 1)
+            # The same case and columns: the table mounted gets the rows, not mounted anew.
+            await wait_for(pilot, lambda: seeds.row_count == len(records) - 1)
+            assert screen.query_one(SeedsTable) is seeds
             table.focus()
             await pilot.press("d")  # fewer than two marked: a notice
             assert any("exactly two" in str(n.message) for n in app._notifications)
