@@ -10,13 +10,13 @@ overwrite each other's run. docs/store.md. Controller code: no torch, no textual
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any, NamedTuple, Self
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 
 from tui.core.errors import StoreError
 from tui.results.interrupted import controller_id, interrupted_line, mark_interrupted
@@ -57,18 +57,21 @@ _JSON_FIELDS = (
 _COLUMNS = tuple(_COLUMN.get(f, f) for f in _RUN_FIELDS)
 
 
-def _upsert(insert: Callable[[sa.Table], Any]) -> sa.Insert:
+@cache
+def _upsert(dialect: str) -> sa.Insert:
     """Insert a run, or replace it where the controller is the same; returns its run_id
-    (no row: the run is another controller's). Built once: building costs more than running."""
+    (no row: the run is another controller's). Built once: building costs more than running.
+    The dialect's module imported here: a SQLite store's run never loads PostgreSQL's."""
+    if dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert
+    else:
+        from sqlalchemy.dialects.postgresql import insert
     statement = insert(runs)
     return statement.on_conflict_do_update(
         index_elements=[runs.c.run_id],
         set_={name: statement.excluded[name] for name in _COLUMNS if name != "run_id"},
         where=runs.c.controller.is_not_distinct_from(statement.excluded.controller),
     ).returning(runs.c.run_id)
-
-
-_UPSERT = {"sqlite": _upsert(sqlite.insert), "postgresql": _upsert(postgresql.insert)}
 
 
 class MetricPoint(NamedTuple):
@@ -130,7 +133,7 @@ class ResultStore:
     def add(self, record: RunRecord) -> None:
         """Insert, or replace the run with the same run_id (its metrics too), atomically.
         Only the controller that created a run replaces it: StoreError for another's."""
-        upsert = _UPSERT["sqlite" if self._target.sqlite else "postgresql"]
+        upsert = _upsert("sqlite" if self._target.sqlite else "postgresql")
         values = [
             {"run_id": record.run_id, "name": name, "value": value}
             for name, value in record.metrics.items()

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 
 from tui.core import safefile
 from tui.core.errors import StoreError
@@ -34,7 +33,7 @@ _PG_MIGRATION_LOCK = 0x666C7065  # "flpe", any constant all fleetperfs share
 
 # Text PostgreSQL sorts byte-wise, as SQLite does ("C"): run ids and times order the same
 # on both, whatever the database's locale.
-_SORTED_TEXT = sa.Text().with_variant(postgresql.TEXT(collation="C"), "postgresql")
+_SORTED_TEXT = sa.Text().with_variant(sa.Text(collation="C"), "postgresql")
 
 metadata = sa.MetaData()
 # JSON fields are kept as JSON text on both backends (the store reads them whole).
