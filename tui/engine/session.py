@@ -44,7 +44,6 @@ from tui.core.events import (
 from tui.core.paths import DEFAULT_INVENTORY, default_data_root
 from tui.engine import attach, hostcheck
 from tui.engine.inventory import Inventory, executor_of, load_inventory, select_hosts
-from tui.executors import direct
 from tui.executors.base import (
     DEFAULT_KIND,
     DOCKER,
@@ -392,6 +391,9 @@ class Session:
     ) -> list[RunPlan]:
         """Every case x config resolved (``smoke``: each case's smoke run) and given hosts;
         CatalogError (one line) on bad input."""
+        # Here, not at the top: direct.py and its jinja2 wait for a run (the app's first frame).
+        from tui.executors import direct
+
         if repeat < 1:
             raise UsageError(f"--repeat {repeat}: must be at least 1")
         host_file_limits()  # a bad FLEETPERF_MAX_*_MIB: refused before any launch
@@ -420,6 +422,8 @@ class Session:
         return batch
 
     def _launch(self, plan: RunPlan) -> Launch:
+        from tui.executors import direct
+
         hostvars = self._inventory.hostvars if self._inventory else {}
         follow = {h: how for h in plan.hosts if (how := stream.reach(h, hostvars.get(h, {})))}
         executor = executor_of(self._inventory, plan.hosts[0]) if self._inventory else DEFAULT_KIND

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from tui.core.errors import UsageError
 from tui.executors.base import DEFAULT_KIND, DOCKER, SLURM, Executor, Launch
-from tui.executors.direct import Direct
 from tui.executors.play import Play
 from tui.executors.slurm import Slurm
 
@@ -23,4 +22,6 @@ def executor_for(kind: str) -> type[Executor]:
 def executor_for_launch(launch: Launch) -> type[Executor]:
     """The executor that runs ``launch``: the direct one for a run on this machine alone
     (``launch.local``, tui/executors/direct.py), else its kind's."""
+    from tui.executors.direct import Direct  # and jinja2: not imported until a run starts
+
     return Direct if launch.local is not None else executor_for(launch.executor)
