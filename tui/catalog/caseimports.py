@@ -16,10 +16,16 @@ only what the entrypoint reaches counts. Standard library only: no torch.
 from __future__ import annotations
 
 import ast
+import contextlib
+import hashlib
+import json
+import os
 import re
 import sys
 import threading
 from pathlib import Path
+
+from tui.core import usercache
 
 # Import names whose distribution has another name (the rest are their own distribution).
 # tests/unit/test_case_imports.py checks each against the installed packages' metadata.
@@ -78,10 +84,8 @@ def _imported(tree: ast.AST, package: str | None) -> list[str]:
     return names
 
 
-def workload_imports(case_dir: Path, entrypoint: str, harness: Path) -> dict[str, list[str]]:
-    """Top-level third-party modules the workload imports -> the files that import them
-    (relative to the case's or the harness's parent), standard library, the case's own
-    modules and the harness (``harness``: the harness package's directory) left out."""
+def _scan(case_dir: Path, entrypoint: str, harness: Path) -> tuple[dict[str, list[str]], set[Path]]:
+    """``workload_imports``'s answer, and the files it read."""
     found: dict[str, set[str]] = {}
     seen: set[Path] = set()
     todo: list[tuple[Path, str | None]] = [(case_dir / entrypoint, None)]
@@ -108,7 +112,36 @@ def workload_imports(case_dir: Path, entrypoint: str, harness: Path) -> dict[str
                 todo.append((case_dir / f"{top}.py", None))
             elif top and top not in sys.stdlib_module_names:
                 found.setdefault(top, set()).add(where)
-    return {m: sorted(files) for m, files in sorted(found.items())}
+    return {m: sorted(files) for m, files in sorted(found.items())}, seen
+
+
+def _stats(paths: list[str]) -> list[list[int]] | None:
+    """Each path's (size, mtime_ns); None where one is gone."""
+    try:
+        return [[(st := os.stat(p)).st_size, st.st_mtime_ns] for p in paths]
+    except OSError:
+        return None
+
+
+def workload_imports(case_dir: Path, entrypoint: str, harness: Path) -> dict[str, list[str]]:
+    """Top-level third-party modules the workload imports -> the files that import them
+    (relative to the case's or the harness's parent), standard library, the case's own
+    modules and the harness (``harness``: the harness package's directory) left out.
+
+    The answer is kept in the user's cache (tui/core/usercache.py) with the (path, size,
+    mtime_ns) of the files read and of their directories (a module added beside them
+    changes what an import resolves to), and used while those stay the same: parsing the
+    case and the harness cost every run 0.06-0.09 CPU-s (issue 33)."""
+    where = [str(case_dir.resolve()), entrypoint, str(harness.resolve()), sys.version]
+    key = hashlib.sha256(json.dumps(where).encode()).hexdigest()
+    kept = usercache.read("imports", key)
+    with contextlib.suppress(KeyError, TypeError, ValueError):
+        if _stats(kept["paths"]) == kept["stats"]:
+            return {str(m): [str(f) for f in files] for m, files in kept["imports"].items()}
+    imports, read = _scan(case_dir, entrypoint, harness)
+    paths = sorted({str(p) for p in read} | {str(p.parent) for p in read} | {str(case_dir)})
+    usercache.write("imports", key, {"paths": paths, "stats": _stats(paths), "imports": imports})
+    return imports
 
 
 def required(case_dir: Path, entrypoint: str, harness: Path) -> dict[str, list[str]]:

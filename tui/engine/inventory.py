@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tui.catalog.catalog import RunSpec
-from tui.core import safefile
+from tui.core import usercache
 from tui.core.errors import InventoryError
 from tui.executors.ansiblerun import PLAYBOOKS, ansible_env
 from tui.executors.base import DEFAULT_KIND, SLURM
@@ -56,10 +56,6 @@ class Inventory:
         return out
 
 
-def _cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fleetperf"
-
-
 def _listing_key(path: Path) -> str | None:
     """What ``ansible-inventory --list`` of a static inventory file depends on, hashed: the
     file, the group_vars and host_vars beside it and the playbooks', ansible's config files,
@@ -94,12 +90,9 @@ def load_inventory(path: Path) -> Inventory:
     if not path.is_file():
         raise InventoryError(f"inventory {path}: no such file")
     key = _listing_key(path)
-    cached = _cache_dir() / f"inventory-{key}.json"
-    if key and cached.is_file():
-        # An entry removed or damaged meanwhile (the user clearing their cache): list again.
-        with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-            data = json.loads(cached.read_text())
-            return Inventory(path=path, groups=data["groups"], hostvars=data["hostvars"])
+    kept = usercache.read("inventory", key) if key else None
+    with contextlib.suppress(KeyError, TypeError):  # damaged: listed again
+        return Inventory(path=path, groups=kept["groups"], hostvars=kept["hostvars"])
     argv = [
         str(Path(sys.executable).parent / "ansible-inventory"),
         "-i",
@@ -118,8 +111,7 @@ def load_inventory(path: Path) -> Inventory:
         raise InventoryError(f"inventory {path}: {lines[-1] if lines else 'unreadable'}")
     hostvars = (data.pop("_meta", None) or {}).get("hostvars", {})
     if key:
-        safefile.make_dirs(cached.parent)
-        safefile.write_text(cached, json.dumps({"groups": data, "hostvars": hostvars}))
+        usercache.write("inventory", key, {"groups": data, "hostvars": hostvars})
     return Inventory(path=path, groups=data, hostvars=hostvars)
 
 
