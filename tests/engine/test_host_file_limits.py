@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURE_CASES, Fleetperf, local_host, write_inventory
-from test_modules import module
+from hostmodules import module
 
 from tui.core.events import DROPPED, Event, MetricSample
 from tui.core.stream import Reach

@@ -21,40 +21,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hostmodules import CONTROLLER, MODULE_UTILS, module, module_argv, preflight
 
 from tui.executors import hostfiles
 from tui.executors.stop import stop_run
 
-LIBRARY = Path(__file__).resolve().parents[2] / "playbooks" / "library"
-MODULE_UTILS = LIBRARY.parent / "module_utils"
-# A module as AnsiballZ runs it: playbooks/module_utils importable as ansible.module_utils.X.
-RUNNER = (
-    "import runpy, sys, ansible.module_utils as mu; mu.__path__.append(sys.argv.pop(1)); "
-    "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
-)
-
-
-def module_argv(name: str, args_file: Path | str) -> list[str]:
-    module_file = str(LIBRARY / f"{name}.py")
-    return [sys.executable, "-c", RUNNER, str(MODULE_UTILS), module_file, str(args_file)]
-
-
 NO_PID = str(2**22 + 1)  # above any pid_max: the tail tests' stand-in workload.pid
-CONTROLLER = {"host": socket.gethostname(), "pid": os.getpid(), "boot_id": None}
-
-
-def module(name: str, tmp: Path, **args: object) -> tuple[dict, float]:
-    """Run playbooks/library/NAME.py with ARGS; its result and its wall time."""
-    path = tmp / f"{name}-{time.monotonic_ns()}.json"
-    path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    t0 = time.monotonic()
-    done = subprocess.run(
-        module_argv(name, path),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    return json.loads(done.stdout), time.monotonic() - t0
 
 
 def alive(pid: int) -> bool:
@@ -482,22 +454,6 @@ def test_tail_releases_its_runs_lease_once_a_process_workload_ended(run_dir: Pat
 
 
 # ------------------------------------------------------------------------------ preflight
-def preflight(tmp: Path, run_id: str = "run-1", **args: object) -> tuple[dict, float]:
-    (tmp / "data" / "case").mkdir(parents=True, exist_ok=True)
-    params = {
-        "host": "h1",
-        "run_root": str(tmp / "runs"),
-        "run_id": run_id,
-        "case": "case",
-        "data_dir": str(tmp / "data" / "case"),
-        "requires": [],
-        "config": {"hp": {"steps": 1}},
-        "controller": CONTROLLER,
-        "data_manifest": "fleetperf-data.json",
-    }
-    return module("fleetperf_preflight", tmp, **{**params, **args})
-
-
 def test_preflight_prepares_the_run_dir_and_refuses_what_is_missing(tmp_path: Path) -> None:
     res, _ = preflight(tmp_path, requires=["marker"])
     assert res["failed"]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 from dockerd import Dockerd, missing
-from test_modules import module
+from hostmodules import module
 
 from tui.executors.registry import executor_for
 

@@ -4,6 +4,7 @@ build needed; and the controller refuses, at plan time, a docker host whose imag
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import REPO, Fleetperf
-from test_modules import preflight
+from hostmodules import preflight
 
 from tui.catalog import caseimports, catalog, images
 from tui.core.errors import CatalogError
@@ -76,6 +77,42 @@ def test_the_imports_follow_the_workload_not_prepare(tmp_path):
         "pkg_guarded": ["demo/run.py"],
         "pkg_late": ["harness/sub/__init__.py"],
     }
+
+
+def test_the_scan_is_kept_until_a_file_it_read_or_a_directory_beside_them_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    harness = tmp_path / "harness"
+    harness.mkdir()
+    (harness / "__init__.py").write_text("import pkg_h\n")
+    case = tmp_path / "cases" / "demo"
+    case.mkdir(parents=True)
+    (case / "run.py").write_text("import harness, pkg_a, helper\n")
+    assert caseimports.workload_imports(case, "run.py", harness) == {
+        "helper": ["demo/run.py"],
+        "pkg_a": ["demo/run.py"],
+        "pkg_h": ["harness/__init__.py"],
+    }
+    (kept,) = (tmp_path / "cache" / "fleetperf").glob("imports-*.json")
+    assert kept.stat().st_mode & 0o777 == 0o600
+    # The kept answer is what the next scan returns (marked here to tell it from a new one).
+    entry = json.loads(kept.read_text())
+    entry["imports"]["pkg_marker"] = ["demo/run.py"]
+    kept.write_text(json.dumps(entry))
+    assert "pkg_marker" in caseimports.workload_imports(case, "run.py", harness)
+    # A case module added beside run.py: helper is the case's own now, scanned anew.
+    (case / "helper.py").write_text("import pkg_b\n")
+    assert caseimports.workload_imports(case, "run.py", harness) == {
+        "pkg_a": ["demo/run.py"],
+        "pkg_b": ["demo/helper.py"],
+        "pkg_h": ["harness/__init__.py"],
+    }
+    # An edit of a file read (its size changes) is scanned anew; a damaged entry too.
+    (harness / "__init__.py").write_text("import pkg_h2\n")
+    assert "pkg_h2" in caseimports.workload_imports(case, "run.py", harness)
+    kept.write_text('{"paths": ')
+    assert "pkg_h2" in caseimports.workload_imports(case, "run.py", harness)
 
 
 def test_optional_imports_are_not_required():

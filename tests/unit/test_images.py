@@ -17,7 +17,7 @@ import pytest
 import yaml
 from conftest import REPO
 from dockerd import Dockerd, missing
-from test_modules import module
+from hostmodules import module
 
 from tui import cli
 from tui.catalog import images
