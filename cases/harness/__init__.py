@@ -42,37 +42,48 @@ A case's ``run.py`` uses ``run_case`` and ``Run`` (the SDK); its ``prepare.py``
 - ``events``      EventWriter (events.jsonl, the contract's rank rules), the event KINDS
 """
 
-# What cases, prepare steps, tests and benchmarks reach as ``harness.NAME``; the rest is
-# imported from its module.
-from harness.device import Device, open_device
-from harness.dist import (
-    DistEnv,
-    all_reduce,
-    barrier,
-    init_distributed,
-    reduce_totals,
-    shutdown_distributed,
-    sum_counted,
-)
-from harness.errors import InputError
-from harness.events import EventWriter
-from harness.flops import (
-    inference_flops_per_token,
-    lora_training_flops_per_token,
-    non_embedding_params,
-    params_of,
-    training_flops_per_token,
-)
-from harness.memory import MemoryMonitor, host_total_gib
-from harness.metrics import METRICS, Metric, registry
-from harness.peak import datasheet_peak, peak_flops
-from harness.perf import PerfTotals, PerfTracker, process_age_s, throughput_metrics, token_rates
-from harness.result import ModelFlops, build_result
-from harness.runner import Run, run_case
-from harness.staging import find_dir, link_or_copy, prepare_main
-from harness.sysmon import SysSampler
-from harness.vendors import PRECISIONS_BY_VENDOR, precision_problem
-from harness.workload import guarded, load_config, require_paths
+import importlib
+from typing import Any
+
+
+# ruff: noqa: F401 (the SDK's names are imported in _sdk for __getattr__, which returns them)
+def _sdk() -> dict[str, Any]:
+    """What cases, prepare steps, tests and benchmarks reach as ``harness.NAME``; the rest is
+    imported from its module. Imported on first use (``__getattr__``): the controller's
+    ``import harness.case`` then loads that module and its few imports, not the SDK
+    (issue 32). Import statements, not names: tui/catalog/caseimports.py follows them."""
+    from harness.device import Device, open_device
+    from harness.dist import (
+        DistEnv,
+        all_reduce,
+        barrier,
+        init_distributed,
+        reduce_totals,
+        shutdown_distributed,
+        sum_counted,
+    )
+    from harness.errors import InputError
+    from harness.events import EventWriter
+    from harness.flops import (
+        inference_flops_per_token,
+        lora_training_flops_per_token,
+        non_embedding_params,
+        params_of,
+        training_flops_per_token,
+    )
+    from harness.memory import MemoryMonitor, host_total_gib
+    from harness.metrics import METRICS, Metric, registry
+    from harness.peak import datasheet_peak, peak_flops
+    from harness.perf import PerfTotals, PerfTracker, process_age_s, throughput_metrics, token_rates
+    from harness.result import ModelFlops, build_result
+    from harness.runner import Run, run_case
+    from harness.staging import find_dir, link_or_copy, prepare_main
+    from harness.sysmon import SysSampler
+    from harness.vendors import PRECISIONS_BY_VENDOR, precision_problem
+    from harness.workload import guarded, load_config, require_paths
+
+    return locals()
+
 
 __all__ = [
     "METRICS",
@@ -117,3 +128,17 @@ __all__ = [
     "token_rates",
     "training_flops_per_token",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``harness.NAME`` of ``__all__``: the SDK, imported once; ``harness.MODULE``: that
+    module, as a package whose ``__init__`` imported it would have it."""
+    if name in __all__:
+        globals().update(_sdk())
+        return globals()[name]
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
