@@ -8,11 +8,13 @@ own process for a run on its own machine, without Ansible. No Ansible here: a re
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 
@@ -57,8 +59,25 @@ FIND = (
 )
 
 
+def _found_here(python: str, modules: list[str]) -> bool:
+    """Whether ``python`` is this process's interpreter (the direct executor's) and finds
+    every module here: then nothing needs a second interpreter started (issue 33). One in
+    the same bin directory, the same binary, is the same venv's."""
+    here, there = os.path.abspath(sys.executable), os.path.abspath(python)
+    try:
+        return (
+            os.path.dirname(here) == os.path.dirname(there)
+            and os.path.samefile(here, there)
+            and all(importlib.util.find_spec(m) is not None for m in modules)
+        )
+    except (OSError, ImportError, ValueError):  # no such python, a name find_spec refuses:
+        return False  # python itself says
+
+
 def unimportable(python: str, modules: list[str]) -> tuple[list[str], str | None]:
     """The modules ``python`` cannot find, and why it could not say (None when it could)."""
+    if _found_here(python, modules):
+        return [], None
     try:
         done = subprocess.run(
             [python, "-c", FIND, *modules], capture_output=True, text=True, timeout=120

@@ -19,6 +19,7 @@ from hostmodules import preflight
 from tui.catalog import caseimports, catalog, images
 from tui.core.errors import CatalogError
 from tui.engine.session import Session
+from tui.executors import direct
 
 VENDORS = sorted(p.parent.name for p in (REPO / "images").glob("*/Dockerfile"))
 CASES = [catalog.load_case(name) for name in catalog.case_names()]
@@ -197,6 +198,17 @@ def test_preflight_refuses_a_python_that_cannot_import_the_case(tmp_path):
     assert not (tmp_path / "runs" / "bare").exists()  # refused before the run dir
     gone, _ = preflight(tmp_path, run_id="gone", python=str(tmp_path / "nope"), imports=imports)
     assert gone["failed"] and gone["msg"].startswith(f"host h1: workload python {tmp_path}/nope: ")
+
+
+def test_the_controllers_own_python_is_asked_in_process_and_refuses_the_same(monkeypatch):
+    """The direct executor's preflight (the controller's own interpreter): modules found
+    here start no interpreter; one missing is asked of the interpreter, as from a host."""
+    steps = direct.hostside()
+    assert steps.unimportable(sys.executable, ["yaml", "jinja2"]) == ([], None)
+    asked = steps.unimportable(sys.executable, ["yaml", "fleetperf_no_such_module"])
+    assert asked == (["fleetperf_no_such_module"], None)
+    monkeypatch.setattr(steps.subprocess, "run", None)  # any interpreter start fails now
+    assert steps.unimportable(sys.executable, ["yaml", "jinja2"]) == ([], None)
 
 
 def test_the_controller_passes_the_derived_imports_to_the_plays(tmp_path):
