@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import os
 import signal
 import statistics
 import sys
@@ -237,3 +239,17 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
     if statuses != {"passed"}:
         return EXIT_FAILED
     return EXIT_FLAGGED if flags else EXIT_OK
+
+
+def end_process(rc: int) -> int:
+    """End the batch's process with ``rc`` now, without the interpreter's teardown: freeing
+    every module and object one by one cost a run 0.1-0.16 CPU-s, and as long in wall time
+    after its result (issue 33). The store is closed by then; stdout and stderr are flushed
+    and the exit handlers run (logging's flush, temporary files' removal, coverage) as at a
+    normal exit. Returns ``rc`` instead where a thread that a normal exit waits for runs."""
+    if any(not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+        return rc
+    sys.stdout.flush()
+    sys.stderr.flush()
+    atexit._run_exitfuncs()  # what Py_Finalize would run first
+    os._exit(rc)

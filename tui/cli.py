@@ -745,6 +745,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
+    program = argv is None  # the process's own command line: a batch may end the process
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = parse_args(argv)
@@ -756,9 +757,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise InventoryError(f"inventory {inventory}: no such file")
             results, data_root = _results_dir(args), _data_root(args)
             return _app("main", False, inventory, results, data_root, args.store)
-        from tui.batch import BatchArgs, run_batch
+        from tui.batch import BatchArgs, end_process, run_batch
 
-        return run_batch(
+        rc = run_batch(
             BatchArgs(
                 cases=args.case,
                 configs=args.config,
@@ -775,6 +776,7 @@ def main(argv: list[str] | None = None) -> int:
                 store=args.store,
             )
         )
+        return end_process(rc) if program else rc
     except UserInputError as exc:
         print(printable(f"fleetperf: error: {exc}"), file=sys.stderr)
         return 2

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import Fleetperf
+from conftest import REPO, Fleetperf
 from test_faults import nothing_left, wait_streaming
 
 from tui.executors import direct
@@ -152,3 +154,35 @@ def test_the_rule_renders_a_local_hosts_vars_from_the_controllers() -> None:
 )
 def test_a_host_the_controller_cannot_render_alone_goes_through_the_play(change: dict) -> None:
     assert direct.local_vars("box", {**LOCAL, **change}, Path("/inv/local.yml"), HERE) is None
+
+
+END = """
+import atexit, pathlib, sys, threading
+from tui.batch import end_process
+atexit.register(pathlib.Path(sys.argv[1]).write_text, "handlers ran")
+if sys.argv[2] == "thread":  # a thread a normal exit waits for: the ordinary exit follows
+    threading.Thread(target=threading.Event().wait, args=(0.5,)).start()
+print("table", end="")  # buffered: stdout is a pipe
+sys.exit(10 + end_process(3))
+"""
+
+
+@pytest.mark.parametrize("thread", ["none", "thread"])
+def test_a_batch_ends_its_process_with_the_output_and_exit_handlers_kept(
+    tmp_path: Path, thread: str
+) -> None:
+    """end_process skips the interpreter's teardown, not the output or the exit handlers."""
+    marker = tmp_path / "marker"
+    done = subprocess.run(
+        [sys.executable, "-c", END, str(marker), thread],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (
+        3 if thread == "none" else 13,
+        "table",
+        "",
+    )
+    assert marker.read_text() == "handlers ran"
