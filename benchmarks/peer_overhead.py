@@ -8,7 +8,8 @@ Two workloads, each run three ways (four with ``--before``) interleaved in rotat
 - ``direct``: the case's entrypoint started by hand per docs/workload-contract.md, with the
   config.json and environment a fleetperf run resolved (a warm-up fleetperf run, not
   counted, gives them and fills the peak cache);
-- ``fleetperf``: ``fleetperf --batch --no-judge`` on the local inventory;
+- ``fleetperf``: ``fleetperf --batch --no-judge`` on the local inventory, into a results
+  store that one uncounted run made (each fleetperf way its own);
 - ``reframe``: ReFrame 4.10.4 (pip-installed from PyPI into a throwaway venv under /tmp on
   first use) with its generic local system and local scheduler, running a minimal
   RunOnlyRegressionTest whose executable is the direct way's command;
@@ -218,6 +219,12 @@ class Bench:
         }
         self.n = 0
 
+    def results(self, way: str) -> Path:
+        """The way's results directory, kept over its runs: a run adds to a store that
+        exists, as every run after a user's first does (the store's creation and schema
+        migration are a first run's cost, not each run's)."""
+        return self.tmp / f"results-{way}"
+
     def fleetperf_argv(self, results: Path) -> list[str]:
         argv = [sys.executable, "-m", "tui.cli", "--batch", "--no-judge", "--case", self.work.case]
         argv += ["--config", "cpu/CPUx1x1", "--results", str(results)]
@@ -230,7 +237,7 @@ class Bench:
         argv = [sys.executable, "-m", "tui.cli", "prepare", self.work.case, "--synthetic"]
         argv += ["--data-root", str(self.data)]
         subprocess.run(argv, env=self.env, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
-        results = self.tmp / "results-warmup"
+        results = self.results("fleetperf")
         subprocess.run(
             self.fleetperf_argv(results),
             env=self.env,
@@ -239,6 +246,11 @@ class Bench:
             stdout=subprocess.DEVNULL,
         )
         (run_dir,) = (results / "runs").iterdir()
+        if self.before is not None:  # its store made too, by its own code
+            before = self.results("fleetperf-before")
+            env = {**self.env, "PYTHONPATH": str(self.before)}
+            argv = self.fleetperf_argv(before)
+            subprocess.run(argv, env=env, cwd=self.before, check=True, stdout=subprocess.DEVNULL)
         self.config = self.tmp / "config.json"
         shutil.copy(run_dir / "config.json", self.config)
         record = json.loads((run_dir / "result.json").read_text())
@@ -267,13 +279,14 @@ class Bench:
         name = f"fleetperf-peer-{os.getpid()}-{self.n}"
         entry = f"{self.work.case}/{self.entry}"
         if way.startswith("fleetperf"):
-            results = self.tmp / f"results-{self.n}"
+            results = self.results(way)
+            earlier = set((results / "runs").iterdir())
             if way == "fleetperf" or self.before is None:
                 out = measured(self.fleetperf_argv(results), self.env, entry, name)
             else:  # the same command from the earlier source tree
                 env = {**self.env, "PYTHONPATH": str(self.before)}
                 out = measured(self.fleetperf_argv(results), env, entry, name, self.before)
-            (run_dir,) = (results / "runs").iterdir()
+            (run_dir,) = set((results / "runs").iterdir()) - earlier
             events = results / "hosts" / "localhost" / run_dir.name / "events.jsonl"
         else:
             run_dir = self.tmp / f"{way}-{self.n}"
