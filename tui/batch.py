@@ -246,8 +246,10 @@ def end_process(rc: int) -> int:
     every module and object one by one cost a run 0.1-0.16 CPU-s, and as long in wall time
     after its result (issue 33). The store is closed by then; stdout and stderr are flushed
     and the exit handlers run (logging's flush, temporary files' removal, coverage) as at a
-    normal exit. Returns ``rc`` instead where a thread that a normal exit waits for runs."""
-    if any(not t.daemon for t in threading.enumerate() if t is not threading.main_thread()):
+    normal exit. Returns ``rc`` instead where a thread that a normal exit waits for runs, or
+    a profiler or tracer (``python -m cProfile``) writes its data once main returns."""
+    others = [t for t in threading.enumerate() if t is not threading.main_thread()]
+    if sys.getprofile() or sys.gettrace() or any(not t.daemon for t in others):
         return rc
     sys.stdout.flush()
     sys.stderr.flush()

@@ -162,12 +162,14 @@ from tui.batch import end_process
 atexit.register(pathlib.Path(sys.argv[1]).write_text, "handlers ran")
 if sys.argv[2] == "thread":  # a thread a normal exit waits for: the ordinary exit follows
     threading.Thread(target=threading.Event().wait, args=(0.5,)).start()
+if sys.argv[2] == "profiled":  # python -m cProfile writes its data after main returns
+    sys.setprofile(lambda *_: None)
 print("table", end="")  # buffered: stdout is a pipe
 sys.exit(10 + end_process(3))
 """
 
 
-@pytest.mark.parametrize("thread", ["none", "thread"])
+@pytest.mark.parametrize("thread", ["none", "thread", "profiled"])
 def test_a_batch_ends_its_process_with_the_output_and_exit_handlers_kept(
     tmp_path: Path, thread: str
 ) -> None:
