@@ -118,6 +118,7 @@ class ResultsScreen(Screen[None]):
         super().__init__()
         self.records: list[RunRecord] = []
         self._by_id: dict[str, RunRecord] = {}  # the records by run id, kept by _show
+        self._by_config: dict[tuple[str, str, str], list[RunRecord]] = {}  # and by config
         self.shown: list[RunRecord] = []  # the records the filters let through, kept by _fill
         self._listed: list[RunRecord] = []  # the run list's rows, newest first (_fill)
         self.marked: list[str] = []
@@ -194,6 +195,9 @@ class ResultsScreen(Screen[None]):
         self.reading = note == "more"
         self.records = records
         self._by_id = {r.run_id: r for r in records}
+        self._by_config = {}
+        for r in records:
+            self._by_config.setdefault(_config(r), []).append(r)
         for name in FILTERS:
             select = self.query_one(f"#filter-{name}", Select)
             values = sorted({getattr(r, name) for r in records})
@@ -343,7 +347,7 @@ class ResultsScreen(Screen[None]):
         if self.mode == "compare" and len(self.marked) == 2:
             before, after = self._selection()
             # Its spread comes from its config's runs only (comparable_key): looked at alone.
-            same = [r for r in self.records if _config(r) == _config(after)]
+            same = self._by_config.get(_config(after), [])
             table = _compare_table(before, after, same)
             view = self.query_one("#compare-view", Static)
             view.update(Group(table, _verdict_table(after)) if after.verdict else table)
