@@ -139,8 +139,8 @@ class ResultsScreen(Screen[None]):
                 yield SeedsView(id="seeds")
                 with VerticalScroll(id="compare"):
                     yield Static(id="compare-view")
-                # The charts pane (Charts) is mounted on first use: at compose its plots
-                # were a good part of the screen's first opening.
+                # The charts pane (Charts) is mounted on first use, not with the screen:
+                # most openings never show it.
         yield Footer(compact=True)
 
     def on_mount(self) -> None:
@@ -387,6 +387,7 @@ class ResultsScreen(Screen[None]):
 
     @on(DataTable.RowHighlighted, "#history")
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        # The list grows as the cursor nears its end (FILL_ROWS); the charts follow it.
         if event.cursor_row >= event.data_table.row_count - FILL_MARGIN:
             self._list_to(event.data_table.row_count + FILL_ROWS)
         if self.mode == "charts":
