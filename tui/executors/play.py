@@ -17,7 +17,6 @@ from tui.core import safefile
 from tui.executors.ansiblerun import PLAY_FILE, run_playbook
 from tui.executors.base import Launch, Outcome, Started
 from tui.executors.extravars import declared
-from tui.executors.hostfiles import keep_polled_archive
 from tui.executors.stop import StoppedByPlaybook, stop_runs
 from tui.executors.tracker import Tracker, conclude, prepare
 
@@ -64,13 +63,8 @@ class Play(StoppedByPlaybook):
         self.rc, self.status = 1, "failed"  # ansible-playbook's, once it ended
 
     def __call__(self, raw: dict[str, Any]) -> bool:
-        data = raw.get("event_data") or {}
-        host = data.get("host", "")
+        host = (raw.get("event_data") or {}).get("host", "")
         if tracker := self._of_host.get(host):
-            # A host's last poll may bring its files back (run.yml): kept, then out of the event.
-            res = data.get("res")
-            if raw.get("event") == "runner_on_ok" and isinstance(res, dict) and "files_tar" in res:
-                keep_polled_archive(tracker.fetch_dir, host, str(res.pop("files_tar")))
             tracker(raw)
         return False  # ansible-runner keeps no job_events: they would hold module arguments
 
