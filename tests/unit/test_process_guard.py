@@ -66,6 +66,9 @@ def _inner_pytest(tmp_path: Path, emitter_dirs: dict[str, str], guard: bool) -> 
         argv += ["-p", "no:process_guard"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "tests"), str(REPO)]))
     env["FLEETPERF_DIRECT"] = "0"  # through ansible-playbook: the guard must end it too
+    # A module killed mid-poll leaves its AnsiballZ payload dir in the temp dir: ours.
+    env["TMPDIR"] = str(tmp_path / "tmp-for-ansible")
+    (tmp_path / "tmp-for-ansible").mkdir(exist_ok=True)
     done = subprocess.run(
         [*argv, "--basetemp", str(test_dir / "tmp"), str(test_dir)],
         cwd=test_dir,
@@ -95,3 +98,5 @@ def test_a_failing_run_test_leaves_no_process(emitter, tmp_path: Path) -> None:
     guarded = _inner_pytest(tmp_path, dirs, guard=True)
     time.sleep(1.0)  # anything still alive now was left behind, not on its way out
     assert _processes_under(guarded) == {}
+    # What the killed modules left went to the test's own temp dir, not the machine's.
+    assert list((tmp_path / "tmp-for-ansible").glob("ansible_*_payload_*"))
