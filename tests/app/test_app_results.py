@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 from app_support import history, make_app, plain, run, seed_store, wait_for
+from textual.pilot import Pilot
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Select, Static
 
+from tui.app.app import FleetperfApp
 from tui.app.screens import results as results_screen
 from tui.app.screens.results import ExportScreen, ResultsScreen
 from tui.app.widgets.plots import HistoryPlot, RunCurves, RunPlot, config_history, run_curves
@@ -22,6 +24,17 @@ from tui.results.report import rolling_bands, series, step_curve
 from tui.results.store import ResultStore
 from tui.results.tables import render
 from tui.results.verdict import Check, Verdict
+
+
+async def results_read(
+    pilot: Pilot, app: FleetperfApp, runs: int
+) -> tuple[ResultsScreen, DataTable]:
+    """Key 4, then the Results screen once it read the whole store (``runs`` records)."""
+    await pilot.press("4")
+    screen = app.screen
+    assert isinstance(screen, ResultsScreen)
+    await wait_for(pilot, lambda: len(screen.records) == runs and not screen.reading)
+    return screen, screen.query_one("#history", DataTable)
 
 
 def seeds_text(screen: Screen) -> str:
@@ -383,11 +396,7 @@ def test_a_big_store_lists_its_newest_runs_first_then_reads_the_rest(
     async def scenario() -> None:
         app = make_app(tmp_path)
         async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.press("4")
-            screen = app.screen
-            assert isinstance(screen, ResultsScreen)
-            await wait_for(pilot, lambda: len(screen.records) == 6 and not screen.reading)
-            table = screen.query_one("#history", DataTable)
+            screen, table = await results_read(pilot, app, runs=6)
             assert [str(k.value) for k in table.rows] == ["run-new", "run-x8", "run-3"]
             assert screen.sub_title == "6 of 6 runs (newest 3 listed), 0 marked"
             search = screen.query_one("#run-search", Input)
@@ -412,11 +421,7 @@ def test_the_run_list_grows_as_the_cursor_nears_its_end(
     async def scenario() -> None:
         app = make_app(tmp_path)
         async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.press("4")
-            screen = app.screen
-            assert isinstance(screen, ResultsScreen)
-            await wait_for(pilot, lambda: len(screen.records) == 6 and not screen.reading)
-            table = screen.query_one("#history", DataTable)
+            screen, table = await results_read(pilot, app, runs=6)
             await wait_for(pilot, lambda: table.row_count == 2)
             assert screen.sub_title == "6 of 6 runs, 0 marked"  # all 6 are listed
             table.focus()
