@@ -9,7 +9,7 @@ import statistics
 import sys
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
@@ -94,7 +94,19 @@ class ProgressPrinter:
         with self._lock:
             refused = self._is_error(ev)
             for text in self._unheld(ev, [line] if line else []):
-                print(printable(text), file=self.err if refused else self.out, flush=True)
+                self._print(printable(text), self.err if refused else self.out)
+
+    def _print(self, text: str, stream: TextIO) -> None:
+        """A reader that went away (``--batch | head``) stops the printing, not the runs:
+        they go on to their records, whose ids the rest of the output would have named."""
+        try:
+            print(text, file=stream, flush=True)
+        except BrokenPipeError:
+            devnull = open(os.devnull, "w")  # noqa: SIM115 - for the rest of the batch
+            if stream is self.out:
+                self.out = devnull
+            else:
+                self.err = devnull
 
     def _unheld(self, ev: Event, lines: list[str]) -> list[str]:
         """The lines to print now: none while the run is held; the held ones once it
@@ -251,7 +263,8 @@ def end_process(rc: int) -> int:
     others = [t for t in threading.enumerate() if t is not threading.main_thread()]
     if sys.getprofile() or sys.gettrace() or any(not t.daemon for t in others):
         return rc
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with suppress(OSError):  # a reader gone (| head): as a normal exit
+            stream.flush()
     atexit._run_exitfuncs()  # what Py_Finalize would run first
     os._exit(rc)

@@ -422,3 +422,17 @@ def test_refused_run_leaves_no_run_directory(emitter: Fleetperf) -> None:
     assert list((emitter.results / "runs").glob("*")) == []
     assert emitter.host_dirs() == []  # nor on the host
     assert emitter.records() == []
+
+
+def test_a_reader_that_goes_away_leaves_the_run_to_its_record(emitter: Fleetperf) -> None:
+    """`fleetperf --batch | head -1`: the pipe closes while the run streams; the run still
+    ends as it would and is stored (it failed with an internal error from the printer's
+    thread before), and nothing prints a traceback."""
+    proc = emitter.popen("--batch", "--case", "emitter", "--config", "cpu/CPUx1x1")
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()  # the run's first line, then the reader leaves
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err, err
+    assert [r["status"] for r in emitter.records()] == ["passed"]
