@@ -168,19 +168,22 @@ class Run:
         collate_fn: Callable | None = None,
         *,
         source: str | Path = "the training data",
+        sampler: Any = None,
     ) -> Any:
         """Shuffled (seed hp ``seed``), split over the data-parallel replicas, whole batches
-        only; InputError naming ``source`` if that leaves no batch."""
+        only; InputError naming ``source`` if that leaves no batch. ``sampler`` replaces
+        that shuffle (e.g. ``harness.order.epoch_sampler``)."""
         from torch.utils.data import DataLoader, DistributedSampler
 
-        sampler = DistributedSampler(
-            rows,
-            num_replicas=self.layout.dp,
-            rank=self.layout.dp_rank,
-            shuffle=True,
-            seed=int(self.hp.get("seed", 0)),
-            drop_last=True,
-        )
+        if sampler is None:
+            sampler = DistributedSampler(
+                rows,
+                num_replicas=self.layout.dp,
+                rank=self.layout.dp_rank,
+                shuffle=True,
+                seed=int(self.hp.get("seed", 0)),
+                drop_last=True,
+            )
         loading = self._loading(collate_fn)
         loader = DataLoader(rows, batch_size=batch_size, sampler=sampler, drop_last=True, **loading)
         if len(loader) == 0:
