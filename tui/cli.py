@@ -40,14 +40,24 @@ STORE_HELP = (
     " RESULTS/fleetperf.sqlite; docs/store.md)"
 )
 MAX_DAYS = 36525  # --older-than: a century; past it, no run is that old
+# Options of the app and of --batch that a subcommand taking them also takes before its
+# name (`fleetperf --results DIR results`): flags, dest, metavar, help.
+GLOBAL_OPTIONS = (
+    (("-i", "--inventory"), "inventory", "INVENTORY", "Ansible inventory"),
+    (("--results",), "results", "DIR", "results directory"),
+    (("--store",), "store", "URL", STORE_HELP),
+    (("--data-root",), "data_root", "DIR", "data root for local hosts"),
+)
+# Where the store is named by a URL, not a path: no Path().
+_NOT_A_PATH = ("store",)
 # Options of a headless run that the app does not take (option -> argparse dest).
 BATCH_ONLY = {
-    "--case": "case",
+    "--case": "cases",
     "--config": "config",
     "--suite": "suite",
     "--set": "set",
     "--repeat": "repeat",
-    "--format": "format",
+    "--format": "table_format",
     "--wait": "wait",
     "--no-judge": "no_judge",
     "--smoke": "smoke",
@@ -63,7 +73,14 @@ def parser() -> argparse.ArgumentParser:
         " (-i).",
     )
     p.add_argument("--batch", action="store_true", help="run headless (no terminal app)")
-    p.add_argument("--case", action="append", default=[], help="case to run (repeatable)")
+    p.add_argument(
+        "--case",
+        dest="cases",
+        metavar="CASE",
+        action="append",
+        default=[],
+        help="case to run (repeatable)",
+    )
     p.add_argument(
         "--config",
         action="append",
@@ -79,12 +96,13 @@ def parser() -> argparse.ArgumentParser:
         help="run suites/NAME.yaml's cases x configs; --config VENDOR[/CHIP] then picks its"
         " runs on that chip (`fleetperf cases` lists suites)",
     )
-    p.add_argument("-i", "--inventory", type=Path, default=None, help="Ansible inventory")
     p.add_argument("--repeat", type=int, default=1, help="run each case N times")
-    p.add_argument("--results", type=Path, default=None, help="results directory")
-    p.add_argument("--store", metavar="URL", default=None, help=STORE_HELP)
-    p.add_argument("--data-root", type=Path, default=None, help="data root for local hosts")
-    p.add_argument("--format", choices=FORMATS, default="md", help="final table format")
+    for flags, dest, metavar, text in GLOBAL_OPTIONS:
+        kind = str if dest in _NOT_A_PATH else Path
+        p.add_argument(*flags, dest=f"before_{dest}", metavar=metavar, type=kind, help=text)
+    p.add_argument(
+        "--format", dest="table_format", choices=FORMATS, default="md", help="final table format"
+    )
     p.add_argument(
         "--wait",
         type=float,
@@ -128,8 +146,9 @@ def _data_root(args: argparse.Namespace) -> Path:
 
 
 def _stores(args: argparse.Namespace) -> list[str]:
-    """The stores named: a subcommand's --store (several where it takes them), else the
-    one before the subcommand, else the default (tui/core/paths.py default_store)."""
+    """The stores named: a subcommand's --store (several where it takes them; one given
+    before its name is among them), else --batch's or the app's, else the default
+    (tui/core/paths.py default_store)."""
     given = getattr(args, "stores", None) or ([args.store] if args.store else [])
     return given or [paths.default_store(_results_dir(args))]
 
@@ -144,9 +163,8 @@ def _store(args: argparse.Namespace) -> str:
 
 def _session(args: argparse.Namespace) -> Session:
     """The engine on the results directory, data root and store given (no inventory)."""
-    return Session(
-        DEFAULT_INVENTORY.resolve(), _results_dir(args), _data_root(args), store=_store(args)
-    )
+    inventory = getattr(args, "inventory", None) or DEFAULT_INVENTORY  # cleanup's -i
+    return Session(inventory.resolve(), _results_dir(args), _data_root(args), store=_store(args))
 
 
 # -- the subcommands' arguments ------------------------------------------------------------
@@ -204,6 +222,9 @@ def _report_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _cleanup_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-i", "--inventory", type=Path, default=None, help="the hosts' inventory (never a record's)"
+    )
     p.add_argument("--results", type=Path, default=None)
     p.add_argument("--data-root", type=Path, default=None)
     _store_argument(p)
@@ -237,6 +258,12 @@ def _serve_arguments(p: argparse.ArgumentParser) -> None:
         help="let the page provision hosts (root on them) and export to any path;"
         " without it the page cannot provision, and exports go to RESULTS/exports",
     )
+    # The served app's. --store only to refuse it (cmd_serve) in one line that does not
+    # repeat the URL, as argparse's "unrecognized arguments" would, password and all.
+    p.add_argument("-i", "--inventory", type=Path, default=None, help="Ansible inventory")
+    p.add_argument("--results", type=Path, default=None, help="results directory")
+    p.add_argument("--data-root", type=Path, default=None, help="data root for local hosts")
+    p.add_argument("--store", dest="stores", action="append", help=argparse.SUPPRESS)
 
 
 def _fleet_arguments(p: argparse.ArgumentParser) -> None:
@@ -474,24 +501,16 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_cleanup(args: argparse.Namespace) -> int:
-    """playbooks/stop.yml for every interrupted run not cleaned yet, on its hosts."""
+    """playbooks/stop.yml for every interrupted run of this machine not cleaned yet, on the
+    hosts of -i (the default inventory without it); another machine's runs are listed."""
     code, cleaned = 0, 0
     session = _session(args)
     try:
-        for record, ok in session.cleanup():
+        for done in session.cleanup():  # tui/engine/session.py Cleaned
             cleaned += 1
-            hosts = ", ".join(record.hosts)
-            if ok:
-                print(printable(f"cleaned {record.run_id}: stopped on {hosts}"))
-                continue
-            code = 1
-            print(
-                printable(
-                    f"fleetperf: run {record.run_id}: stop.yml failed on {hosts}"
-                    f" (see {record.run_dir}/ansible-cleanup)"
-                ),
-                file=sys.stderr,
-            )
+            failed = done.outcome == "failed"
+            code = 1 if failed else code
+            print(printable(done.line()), file=sys.stderr if failed else sys.stdout)
     finally:
         session.close()
     if not cleaned:
@@ -524,8 +543,7 @@ def cmd_store(args: argparse.Namespace) -> int:
             transfer.export(store, sys.stdout)
             return 0
         try:
-            with args.output.open("w", encoding="utf-8") as out:
-                count = transfer.export(store, out)
+            count = transfer.export_file(store, args.output)
         except OSError as exc:
             raise UsageError(f"-o {args.output}: {exc.strerror}") from None
     print(printable(f"wrote {args.output} ({count} run(s) from {store.where})"))
@@ -643,6 +661,21 @@ def _app(name: str, *args: object) -> int:
     return int(getattr(app, name)(*args) or 0)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """The app in a browser, on the inventory, results and data root given (each tab's app
+    gets them; the store comes from the environment, never argv)."""
+    if args.stores:
+        raise UsageError(
+            "serve takes no --store: a URL on the command line shows in `ps` to every user;"
+            " set FLEETPERF_STORE or ~/.config/fleetperf/store (docs/store.md)"
+        )
+    inventory = (args.inventory or DEFAULT_INVENTORY).resolve()
+    if not inventory.is_file():  # refused here, not in every tab's Hosts screen
+        raise InventoryError(f"inventory {inventory}: no such file")
+    where = (inventory, _results_dir(args), _data_root(args))
+    return _app("serve", args.host, args.port, args.allow_write, *where)
+
+
 @dataclass(frozen=True)
 class Subcommand:
     name: str
@@ -697,9 +730,10 @@ SUBCOMMANDS = (
         "serve",
         "the app in a browser, for you only",
         _serve_arguments,
-        lambda a: _app("serve", a.host, a.port, a.allow_write),
+        cmd_serve,
         "Serve the app over HTTP (textual-serve). It prints a URL with a token made for this"
-        " start: only a page opened from that URL gets the app.",
+        " start: only a page opened from that URL gets the app. The store: FLEETPERF_STORE or"
+        " ~/.config/fleetperf/store, else RESULTS/fleetperf.sqlite (docs/store.md).",
     ),
     Subcommand(
         "fleet",
@@ -724,12 +758,65 @@ SUBCOMMANDS = (
 )
 
 
+def _leaf(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)subcommand given: ``store import``'s, ``results``'s, or ``p``."""
+    while True:
+        nested = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, nested[0].dest, None) if nested else None
+        if name is None:
+            return p
+        p = nested[0].choices[name]
+
+
+def _global_options(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The global options given before a subcommand, handed to it as if given after its
+    name; refused (one line) where it does not take one, or takes another value after it.
+    Without a subcommand they are the app's and --batch's own."""
+    command = args.command
+    leaf = _leaf(p, args) if command else None
+    for flags, dest, _, _ in GLOBAL_OPTIONS:
+        before = getattr(args, f"before_{dest}")
+        if leaf is None:
+            setattr(args, dest, before)
+            continue
+        if not hasattr(args, dest):  # a subcommand without it: the helpers read None
+            setattr(args, dest, None)
+        if before is None:
+            continue
+        action = next(
+            (leaf._option_string_actions[f] for f in flags if f in leaf._option_string_actions),
+            None,
+        )
+        if action is None:
+            p.error(
+                f"{flags[-1]} before {command}: fleetperf {command} takes no {flags[-1]}"
+                f" (fleetperf {command} --help)"
+            )
+        after = getattr(args, action.dest, None)
+        if after and after not in (before, [before]):
+            p.error(f"{flags[-1]} given before and after {command}, two values: give it once")
+        several = isinstance(action, argparse._AppendAction)
+        setattr(args, action.dest, [before] if several else before)
+    if not command:
+        return
+    if args.batch:
+        p.error(f"--batch runs cases; it takes no subcommand ({command})")
+    for option, dest in BATCH_ONLY.items():
+        if getattr(args, dest) != p.get_default(dest):
+            p.error(
+                f"{option} before {command}: a --batch option (fleetperf {command} --help"
+                " lists its own, given after its name)"
+            )
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """A command line as main reads it: a subcommand, ``--batch`` and its options, or the
-    app with -i, --results and --data-root only. argparse's exit 2 with one line for what
-    it refuses."""
+    app with -i, --results, --data-root and --store only. argparse's exit 2 with one line
+    for what it refuses; a global option before a subcommand is the subcommand's, or
+    refused: never ignored (issue 41)."""
     p = parser()
     args = p.parse_args(argv)
+    _global_options(p, args)
     if args.command is None and not args.batch:
         given = [
             option
@@ -761,14 +848,14 @@ def main(argv: list[str] | None = None) -> int:
 
         rc = run_batch(
             BatchArgs(
-                cases=args.case,
+                cases=args.cases,
                 configs=args.config,
                 sets=args.set,
                 inventory=(args.inventory or DEFAULT_INVENTORY).resolve(),
                 repeat=args.repeat,
                 results_dir=_results_dir(args),
                 data_root=_data_root(args),
-                fmt=args.format,
+                fmt=args.table_format,
                 wait_s=args.wait,
                 judge=not args.no_judge,
                 smoke=args.smoke,
