@@ -169,10 +169,12 @@ class Run:
         *,
         source: str | Path = "the training data",
         sampler: Any = None,
+        drop_last: bool = True,
     ) -> Any:
         """Shuffled (seed hp ``seed``), split over the data-parallel replicas, whole batches
         only; InputError naming ``source`` if that leaves no batch. ``sampler`` replaces
-        that shuffle (e.g. ``harness.order.epoch_sampler``)."""
+        that shuffle (e.g. ``harness.order.epoch_sampler``); ``drop_last=False`` keeps each
+        epoch's last, partial batch (pass a sampler that keeps every row too)."""
         from torch.utils.data import DataLoader, DistributedSampler
 
         if sampler is None:
@@ -185,7 +187,9 @@ class Run:
                 drop_last=True,
             )
         loading = self._loading(collate_fn)
-        loader = DataLoader(rows, batch_size=batch_size, sampler=sampler, drop_last=True, **loading)
+        loader = DataLoader(
+            rows, batch_size=batch_size, sampler=sampler, drop_last=drop_last, **loading
+        )
         if len(loader) == 0:
             raise InputError(
                 f"{source}: {len(rows)} rows, fewer than one global batch "
