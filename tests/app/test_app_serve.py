@@ -140,6 +140,64 @@ def test_serve_wants_the_token_and_the_pages_own_origin(tmp_path: Path) -> None:
     assert token.encode() not in server.stdout.read()  # no access log line repeats it
 
 
+def _session_argvs(leader: int) -> list[list[str]]:
+    """The command lines of the processes in ``leader``'s session."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and os.getsid(int(proc.name)) == leader:
+                found.append((proc / "cmdline").read_bytes().decode().split("\0")[:-1])
+        except (OSError, ProcessLookupError):
+            continue
+    return found
+
+
+async def _app_argv(url: str, origin: str, leader: int) -> list[str]:
+    """Connect as the page does; once the app drew, its command line (python -m tui.app)."""
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(url, headers={"Origin": origin}) as ws,
+    ):
+        await ws.receive(timeout=60)
+        (argv,) = [a for a in _session_argvs(leader) if a[1:3] == ["-m", "tui.app"]]
+        return argv
+
+
+@pytest.mark.slow  # fleetperf serve and its app started over a WebSocket
+def test_serve_gives_the_app_its_inventory_results_and_data_root(tmp_path: Path) -> None:
+    """Issue 39 point 10: the served app used the defaults whatever serve was given."""
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text("all:\n  children:\n    cpu:\n      hosts:\n        localhost:\n")
+    mine = ["-i", str(inventory), "--results", str(tmp_path / "mine"), "--data-root", "/srv/d"]
+    port = _free_port()
+    server, url = _serve(tmp_path, port, *mine)
+    try:
+        _wait_http(url, 30)
+        token = url.rsplit("=", 1)[1]
+        origin = f"http://127.0.0.1:{port}"
+        argv = asyncio.run(_app_argv(f"ws://127.0.0.1:{port}/ws/{token}", origin, server.pid))
+    finally:
+        _stop(server)
+    assert argv[3:] == ["--read-only", *mine]
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_serve_refuses_a_store_on_its_command_line(before: bool) -> None:
+    """A URL there shows in ps to every user: the served app reads FLEETPERF_STORE."""
+    url = ["--store", "postgresql://team:s3cret@db.example/fleetperf"]
+    argv = [*url, "serve"] if before else ["serve", *url]
+    out = subprocess.run(
+        [sys.executable, "-m", "tui.cli", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.startswith("fleetperf: error: serve takes no --store")
+    assert out.stderr.count("\n") == 1 and "s3cret" not in out.stderr
+
+
 def test_serve_help_prints_help_and_starts_nothing() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "tui.cli", "serve", "--help"],
@@ -150,7 +208,7 @@ def test_serve_help_prints_help_and_starts_nothing() -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("usage: fleetperf serve")
-    for flag in ("--host", "--port", "--allow-write"):
+    for flag in ("--host", "--port", "--allow-write", "--results", "--inventory", "--data-root"):
         assert flag in out.stdout
 
 
@@ -255,3 +313,68 @@ def test_serve_shows_the_cases_screen_in_a_browser(tmp_path: Path) -> None:
         for proc in (browser, server):
             if proc is not None:
                 _stop(proc)
+
+
+async def _requests(devtools: str, url: str, timeout: float) -> tuple[list[str], bool]:
+    """Every URL the page asked for while it loaded and the app drew, and whether it drew."""
+    async with aiohttp.ClientSession() as http, http.ws_connect(devtools, max_msg_size=0) as ws:
+        asked: list[str] = []
+        replies: dict[int, dict] = {}
+
+        async def call(msg_id: int, method: str, **params: object) -> dict:
+            await ws.send_json({"id": msg_id, "method": method, "params": params})
+            async for msg in ws:
+                event = json.loads(msg.data)
+                if event.get("method") == "Network.requestWillBeSent":
+                    asked.append(event["params"]["request"]["url"])
+                if "id" in event:
+                    replies[event["id"]] = event.get("result", {})
+                    if event["id"] == msg_id:
+                        return replies[msg_id]
+            raise AssertionError("devtools closed")
+
+        await call(1, "Network.enable")
+        await call(2, "Page.navigate", url=url)
+        check = "getComputedStyle(document.querySelector('.intro-dialog')).display"
+        deadline, drawn, ids = time.monotonic() + timeout, False, iter(range(3, 10_000))
+        while time.monotonic() < deadline and not drawn:
+            await asyncio.sleep(1)
+            res = await call(next(ids), "Runtime.evaluate", expression=check)
+            drawn = res.get("result", {}).get("value") == "none"
+        await asyncio.sleep(3)  # what the first frames ask for (fonts)
+        await call(next(ids), "Runtime.evaluate", expression="1")
+        return asked, drawn
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs the Debian package chromium")
+@pytest.mark.slow
+def test_the_served_page_fetches_nothing_from_elsewhere(tmp_path: Path) -> None:
+    """Issue 41 point 11: the page loaded its font from fonts.googleapis.com; in an
+    air-gapped lab it waited or fell back. Every request the page makes goes to the server
+    (the browser resolves no other name: --host-resolver-rules, as with the network off)."""
+    debug_port, port = _free_port(), _free_port()
+    server, url = _serve(tmp_path, port)
+    browser = None
+    try:
+        _wait_http(url, 60)
+        browser = subprocess.Popen(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+            + ["--window-size=1280,800", f"--remote-debugging-port={debug_port}"]
+            + ["--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+            + [f"--user-data-dir={tmp_path / 'chromium'}", "about:blank"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        targets = json.loads(_wait_http(f"http://127.0.0.1:{debug_port}/json", 60))
+        devtools = next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
+        asked, drawn = asyncio.run(_requests(devtools, url, 120))
+    finally:
+        for proc in (browser, server):
+            if proc is not None:
+                _stop(proc)
+    assert drawn, "the app never replaced the intro dialog"
+    local = (f"http://127.0.0.1:{port}/", f"ws://127.0.0.1:{port}/")
+    elsewhere = [u for u in asked if not u.startswith(local) and not u.startswith("data:")]
+    assert elsewhere == []
+    assert any(u.endswith("/static/fonts/RobotoMono-VariableFont_wght.ttf") for u in asked)

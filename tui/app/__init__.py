@@ -29,8 +29,9 @@ def main(
     return FleetperfApp(config).run() or 0
 
 
-def serve(host: str, port: int, allow_write: bool) -> int:
-    """Publish the app over HTTP (textual-serve) behind a token: tui/app/serve.py."""
+def serve(host: str, port: int, allow_write: bool, *where: Path) -> int:
+    """Publish the app over HTTP (textual-serve) behind a token: tui/app/serve.py; ``where``:
+    inventory, results directory and data root."""
     from tui.app.serve import serve as serve_app
 
-    return serve_app(host, port, allow_write)
+    return serve_app(host, port, allow_write, *where)

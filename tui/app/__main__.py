@@ -2,6 +2,7 @@
 
 import argparse
 import sys
+from pathlib import Path
 
 from tui.app import main
 
@@ -11,4 +12,9 @@ parser.add_argument(
     action="store_true",
     help="no provisioning, exports only under the results directory (fleetperf serve's default)",
 )
-sys.exit(main(parser.parse_args().read_only))
+# fleetperf serve's -i, --results and --data-root; the store: FLEETPERF_STORE (never argv).
+parser.add_argument("-i", "--inventory", type=Path, default=None)
+parser.add_argument("--results", type=Path, default=None)
+parser.add_argument("--data-root", type=Path, default=None)
+args = parser.parse_args()
+sys.exit(main(args.read_only, args.inventory, args.results, args.data_root))

@@ -14,8 +14,14 @@ same-origin policy), drive an app that runs as the operator. As Jupyter does:
 - no cookies (a cookie for localhost would go to every port on it), no referrer, no frames;
   the access log (which would hold the token) is off.
 
-Each tab gets its own app process (``python -m tui.app``), read-only unless
-``--allow-write``: no provisioning, exports only under the results directory.
+Each tab gets its own app process (``python -m tui.app``) on the inventory, results
+directory and data root given, read-only unless ``--allow-write``: no provisioning,
+exports only under the results directory. The store comes with the environment
+(FLEETPERF_STORE), never on a command line that ``ps`` shows.
+
+The page fetches nothing from elsewhere (an air-gapped lab has no internet): textual-serve's
+own template loads Roboto Mono from fonts.googleapis.com, ours (templates/app_index.html)
+loads the same font from textual-serve's static files, served here.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import shlex
 import socket
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp_jinja2
@@ -36,6 +43,7 @@ from aiohttp import web
 from textual_serve.server import Server, to_int
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+TEMPLATES = Path(__file__).parent / "templates"  # the page, with nothing fetched elsewhere
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -55,9 +63,14 @@ def _same(given: str, token: str) -> bool:
 class GuardedServer(Server):
     """textual-serve's Server with the token, Origin and Host checks of the module doc."""
 
-    def __init__(self, host: str, port: int, allow_write: bool) -> None:
+    def __init__(
+        self, host: str, port: int, allow_write: bool, inventory: Path, results: Path, data: Path
+    ) -> None:
         argv = [sys.executable, "-m", "tui.app"] + ([] if allow_write else ["--read-only"])
-        super().__init__(shlex.join(argv), host=host, port=port, title="fleetperf")
+        argv += ["-i", str(inventory), "--results", str(results), "--data-root", str(data)]
+        super().__init__(
+            shlex.join(argv), host=host, port=port, title="fleetperf", templates_path=TEMPLATES
+        )
         self.token = secrets.token_urlsafe(32)
         self.allow_write = allow_write
         self.loopback = is_loopback(host)
@@ -144,6 +157,8 @@ async def _no_referrer_no_frames(request: web.Request, response: web.StreamRespo
     response.headers["Content-Security-Policy"] = "frame-ancestors 'none'"
 
 
-def serve(host: str, port: int, allow_write: bool) -> int:
-    GuardedServer(host, port, allow_write).serve()
+def serve(
+    host: str, port: int, allow_write: bool, inventory: Path, results: Path, data: Path
+) -> int:
+    GuardedServer(host, port, allow_write, inventory, results, data).serve()
     return 0
