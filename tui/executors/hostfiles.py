@@ -35,6 +35,21 @@ MAX_SETTING_MIB = 1 << 16  # 64 GiB: past it, a setting is a typo
 # (playbooks/module_utils/fleetperf_host.py CUT_HEADER).
 CUT_HEADER = "FLEETPERF.size"
 HOST_ARCHIVE = "files.tar"  # what a host's files are fetched in (playbooks/tasks/collect.yml)
+# What one host's archive may make the controller read, whatever the host put in it (issue
+# 39 point 6): a plain tar only (tarfile's default mode decompressed 276 bytes of bzip2 into
+# a 256 MiB log, 1.35 CPU-s), at most so many members (a Slurm login host's archive holds
+# its nodes' HOST_FILES: 5 a node) and so many bytes of headers and data, and no extended
+# header (pax, GNU long name) larger than a host's own could be: tarfile reads one whole.
+ARCHIVE_MAX_MEMBERS = 1024
+ARCHIVE_MAX_BYTES = 4 << 30  # 10 nodes' files at their default limits (385 MiB a node)
+ARCHIVE_MAX_HEADER = 64 << 10
+_EXTENDED_HEADERS = (
+    tarfile.XHDTYPE,
+    tarfile.XGLTYPE,
+    tarfile.SOLARIS_XHDTYPE,
+    tarfile.GNUTYPE_LONGNAME,
+    tarfile.GNUTYPE_LONGLINK,
+)
 
 
 def host_file_limits() -> dict[str, dict[str, Any]]:
@@ -82,21 +97,71 @@ def unpack_host_files(fetch_dir: Path, *, nodes: bool = False) -> list[str]:
     whatever mode the host gave them, replacing a link rather than following. A process
     host's go beside it; with ``nodes``, a Slurm login host's NODE/NAME members go to
     fetch_dir/NODE (playbooks/tasks/slurm_stop.yml). Each within its limit, whatever the
-    host sent. What was refused or cut (here or by the host), as notes."""
+    host sent; the archive a plain tar within ARCHIVE_MAX_MEMBERS and ARCHIVE_MAX_BYTES.
+    What was refused or cut (here or by the host), as notes."""
     refused: dict[str, str] = {}
     limits, cut = host_file_limits(), []
     for archive in fetch_dir.glob(f"*/{HOST_ARCHIVE}"):
-        with tarfile.open(archive) as tar:
-            for member in tar.getmembers():
+        try:
+            cut += _unpack(archive, fetch_dir, nodes, limits, refused)
+        finally:
+            archive.unlink()
+    return [*refused.values(), *cut]
+
+
+class _BoundedHeader(tarfile.TarInfo):
+    """A member's header, refused (HeaderError) where it announces an extended header over
+    ARCHIVE_MAX_HEADER, before tarfile reads that header into memory."""
+
+    @classmethod
+    def frombuf(cls, buf: bytes, encoding: str, errors: str) -> tarfile.TarInfo:
+        info = super().frombuf(buf, encoding, errors)
+        if info.type in _EXTENDED_HEADERS and info.size > ARCHIVE_MAX_HEADER:
+            raise tarfile.HeaderError(f"an extended header of {info.size} bytes")
+        return info
+
+
+def _unpack(
+    archive: Path,
+    fetch_dir: Path,
+    nodes: bool,
+    limits: dict[str, dict[str, Any]],
+    refused: dict[str, str],
+) -> list[str]:
+    """One host's archive unpacked as unpack_host_files says; the notes of its files cut,
+    and of the archive refused or read only up to a cap."""
+    host, notes, read = archive.parent.name, [], 0
+    try:
+        with tarfile.open(archive, "r:", tarinfo=_BoundedHeader) as tar:
+            for member in tar:
+                if read == ARCHIVE_MAX_MEMBERS:
+                    return [*notes, _archive_note(host, f"more than {read} members")]
+                if member.size < 0:
+                    raise tarfile.HeaderError(f"a size of {member.size}")
+                if member.offset_data + member.size > ARCHIVE_MAX_BYTES:
+                    return [*notes, _archive_note(host, f"more than {ARCHIVE_MAX_BYTES} bytes")]
                 dest = _member_dest(fetch_dir, archive.parent, member.name, nodes, refused)
                 if dest and member.isreg() and (f := tar.extractfile(member)) is not None:
                     limit = limits[dest.name]
                     with f, safefile.replacing(dest) as out:
                         kept = _copy_limited(f, out, member.size, limit)
                     size = _whole_size(member)
-                    cut += _cut_note(dest.parent.name, dest.name, size, kept, limit)
-        archive.unlink()
-    return [*refused.values(), *cut]
+                    notes += _cut_note(dest.parent.name, dest.name, size, kept, limit)
+                read += 1
+    except (tarfile.TarError, ValueError) as exc:  # ValueError: a header's bad text
+        why = ascii(str(exc))[1:-1][:80]
+        if not read:
+            return [*notes, f"host {host}: {HOST_ARCHIVE} is not a plain tar ({why}); none kept"]
+        notes.append(
+            f"host {host}: {HOST_ARCHIVE} is unreadable at member {read + 1} ({why}); the rest"
+            " left out"
+        )
+    return notes
+
+
+def _archive_note(host: str, what: str) -> str:
+    """The record's note for a host's archive read only up to a cap."""
+    return f"host {host}: {HOST_ARCHIVE} holds {what}; the rest left out, the limit"
 
 
 def _copy_limited(src: BinaryIO, out: BinaryIO, size: int, limit: dict[str, Any]) -> int:
