@@ -7,8 +7,10 @@ them with ``LlamaForCausalLM`` from the config's Llama fields.
 
 Tensor parallelism uses transformers' plan for Llama (torch DTensor underneath): q/k/v and the
 gate/up projections split by output rows, o_proj and down_proj by input columns (one
-all-reduce each per layer), the output head split over the vocabulary and gathered. Each rank
-reads only its slices from the safetensors shards.
+all-reduce each per layer). The output head is split over the vocabulary and, unlike the
+plan's default, not gathered: each rank's logits are its vocabulary slice, as FlagScale's
+``parallel_output=True`` (vocab_parallel.py scores them). Each rank reads only its slices
+from the safetensors shards.
 """
 
 from __future__ import annotations
@@ -56,7 +58,8 @@ def llama_config(folder: Path) -> Any:
 
 
 def load(folder: Path, precision: str, tp_size: int, device: torch.device) -> Any:
-    """LlamaForCausalLM in eval mode; split over ``tp_size`` ranks of the process group."""
+    """LlamaForCausalLM in eval mode; split over ``tp_size`` ranks of the process group, its
+    logits each rank's slice of the vocabulary."""
     import transformers
     from transformers import DistributedConfig, LlamaForCausalLM
 
@@ -70,10 +73,17 @@ def load(folder: Path, precision: str, tp_size: int, device: torch.device) -> An
         )
     dtype = DTYPES[precision]
     if tp_size > 1:
-        dist = DistributedConfig(tp_size=tp_size, tp_plan="auto")
+        # the plan's own rules, but the head's logits stay split over the vocabulary
+        dist = DistributedConfig(tp_size=tp_size, tp_plan={"lm_head": "colwise"})
         model = LlamaForCausalLM.from_pretrained(
             folder, config=cfg, dtype=dtype, distributed_config=dist
         )
     else:
         model = LlamaForCausalLM.from_pretrained(folder, config=cfg, dtype=dtype).to(device)
     return model.eval()
+
+
+def head_rows(model: Any) -> int:
+    """The vocabulary ids this rank's output head computes logits for."""
+    weight = model.lm_head.weight
+    return (weight.to_local() if hasattr(weight, "to_local") else weight).shape[0]

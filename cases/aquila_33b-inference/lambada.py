@@ -1,4 +1,4 @@
-"""LAMBADA and the Aquila tokenizer: reading the seed's files, batching, scoring.
+"""LAMBADA and the Aquila tokenizer: reading the seed's files, framing, batching.
 
 - ``data/lambada_test_bak.jsonl``: one ``{"text": ...}`` per line (cybertronai/bflm's
   lambada_test.jsonl).
@@ -13,9 +13,8 @@ Two framings (hp ``framing``):
 - ``plain``: ``encode(context) + encode(" " + last word)``, padded to the batch's longest,
   with an attention mask.
 
-Scores: the loss FlagScale prints ("avg loss": each text's mean negative log-likelihood of
-its next tokens, then the mean over texts) and the mean per token over the whole set; a text
-counts for last-word accuracy when the greedy prediction of every last-word token is right.
+Scoring (vocab_parallel.py) reads ``collate``'s ``last_word``: a text counts for last-word
+accuracy when the greedy prediction of every last-word token is right.
 """
 
 from __future__ import annotations
@@ -37,14 +36,6 @@ class Example:
     ids: tuple[int, ...]
     last_word_tokens: int  # the tokens that make up the last word
     tail: int = 0  # tokens after the last word (FlagScale's </s>)
-
-
-@dataclass(frozen=True)
-class Scores:
-    nll: float  # summed NLL of every scored next token
-    tokens: int  # tokens scored
-    right: int  # texts whose last word is greedy-right
-    text_loss: float  # summed per-text mean NLL (FlagScale's "avg loss" x texts)
 
 
 def load_tokenizer(folder: Path):  # -> tokenizers.Tokenizer
@@ -138,16 +129,3 @@ def collate(batch: list[Example], pad_id: int, length: int = 0) -> dict[str, tor
         end = n - 1 - e.tail
         last_word[i, end - e.last_word_tokens : end] = True
     return {"input_ids": input_ids, "attention_mask": attention_mask, "last_word": last_word}
-
-
-def score(logits: torch.Tensor, batch: dict[str, torch.Tensor]) -> Scores:
-    """Every real next token's NLL, summed over the batch and as each text's mean."""
-    ids, mask = batch["input_ids"], batch["attention_mask"]
-    logits = logits[:, :-1].float()
-    target, valid = ids[:, 1:], mask[:, 1:].float()
-    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none")
-    hit = (logits.argmax(-1) == target) | ~batch["last_word"][:, :-1]
-    per_text = (nll * valid).sum(-1) / valid.sum(-1)
-    return Scores(
-        float((nll * valid).sum()), int(valid.sum()), int(hit.all(-1).sum()), float(per_text.sum())
-    )

@@ -6,80 +6,57 @@
 
 Follows docs/workload-contract.md; the harness's ``Run`` (docs/harness.md) does the rest.
 Every process of the node holds 1/P of the model (aquila_model.py: transformers'
-tensor-parallel plan on torch DTensor) and all of them run the same batches, so the run is
-one tensor-parallel group (``run.parallel(tp=P)``) that counts each batch once. Texts are
-framed as ``framing`` says (lambada.py: FlagScale's, the seed's, by default). Two kinds of
-pass over LAMBADA (data/lambada_test_bak.jsonl), in batches of ``eval_batch_size``:
+tensor-parallel plan on torch DTensor, the output head's logits left split over the
+vocabulary) and all of them run the same batches, so the run is one tensor-parallel group
+(``run.parallel(tp=P)``) that counts each batch once. Texts are framed as ``framing`` says
+(lambada.py: FlagScale's, the seed's, by default).
 
-- validation: forward, then loss (FlagScale's: the mean over texts of each text's mean
-  NLL), loss_per_token (over the whole set) and last-word accuracy (acc) -> p_val_whole
-  (positions computed / pass wall time, batching and scoring included) and p_val_core
-  (positions computed / forward time, device synchronised);
-- inference: ``infer_passes`` forward-only passes -> p_infer_whole and p_infer_core, alike:
-  the positions the model computed, padding included, as FlagScale counts them (4096 a
-  text on the seed's row); p_infer_real_whole and p_infer_real_core count real tokens.
-
-The first ``warmup_steps`` forwards of each kind are left out of its rates. MFU: inference
-FLOPs (2N + 4LHQT, T the mean padded length) of the padded tokens of the counted inference
-forwards / their wall time / devices / the chip's peak.
+One scored pass over LAMBADA (data/lambada_test_bak.jsonl) in batches of
+``eval_batch_size``, as FlagScale's evaluate.py loop: each batch's host-to-device copy,
+forward and vocabulary-parallel cross-entropy (vocab_parallel.py) is one ``run.step``, so
+p_infer_core is positions computed (padding included, 4096 a text on the seed's row) per
+second of those, and p_infer_whole per second of the pass; p_infer_real_* count real tokens.
+Then loss (FlagScale's: the mean over texts of each text's mean NLL), loss_per_token and
+last-word accuracy (acc, fleetperf's: greedy ids over the vocabulary slices). The first
+``warmup_steps`` batches are left out of the rates. MFU: inference FLOPs (2N + 4LHQT, T the
+mean padded length) of the counted batches / their wall time / devices / the chip's peak.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
-from dataclasses import astuple
-from functools import partial
 from typing import Any
 
 import aquila_model
 import harness
 import lambada
 import torch
+import vocab_parallel as vp
 
 DATA = "data/lambada_test_bak.jsonl"
-Timer = Callable[[int, int, int], AbstractContextManager[Any]]
 
 
-@contextmanager
-def timed(tracker: harness.PerfTracker, samples: int, tokens: int, padded: int) -> Iterator[None]:
-    """A forward as one step of ``tracker`` (the validation pass's own timers)."""
-    tracker.step_begin()
-    yield
-    tracker.step_end(samples, tokens, padded)
-
-
-def forward_pass(
-    run: harness.Run,
-    model: Any,
-    groups: list[list[lambada.Example]],
-    pad_id: int,
-    step: Timer,
-    scoring: bool = False,
-) -> lambada.Scores:
-    """One pass over the batches, each forward timed by ``step(samples, real, padded)``;
-    the summed scores when ``scoring``. FlagScale's framing pads every text to
-    max_seq_length under a causal mask alone (pads come last, so no real position sees
-    one); the plain framing pads to the batch's longest with an attention mask."""
+def scored_pass(
+    run: harness.Run, model: Any, groups: list[list[lambada.Example]], pad_id: int, start: int
+) -> vp.Scores:
+    """The batches' summed scores; ``start``: the first vocabulary id of this rank's logits.
+    FlagScale's framing pads every text to max_seq_length under a causal mask alone (pads
+    come last, so no real position sees one); the plain framing pads to the batch's longest
+    with an attention mask."""
     flagscale = run.hp.framing == "flagscale"
     length = run.hp.max_seq_length if flagscale else 0
-    total = lambada.Scores(0.0, 0, 0, 0.0)
+    total = vp.Scores(0.0, 0, 0, 0.0)
     for group in groups:
-        batch = {
-            k: v.to(run.device.torch_device)
-            for k, v in lambada.collate(group, pad_id, length).items()
-        }
-        real = int(batch["attention_mask"].sum())
-        timer = step(len(group), real, batch["input_ids"].numel())
-        mask = None if flagscale else batch["attention_mask"]
-        with timer, torch.inference_mode(), run.device.autocast():
-            logits = model(input_ids=batch["input_ids"], attention_mask=mask)
-        if scoring:
-            s = lambada.score(logits.logits, batch)
-            total = lambada.Scores(
-                *(a + b for a, b in zip(astuple(total), astuple(s), strict=True))
-            )
+        host = lambada.collate(group, pad_id, length)
+        real, padded = int(host["attention_mask"].sum()), host["input_ids"].numel()
+        with run.step(len(group), real, padded), torch.inference_mode(), run.device.autocast():
+            batch = {k: v.to(run.device.torch_device) for k, v in host.items()}
+            mask = None if flagscale else batch["attention_mask"]
+            logits = model(input_ids=batch["input_ids"], attention_mask=mask).logits[:, :-1]
+            nll = vp.token_nll(logits, batch["input_ids"][:, 1:], start)
+            texts = vp.text_means(nll, batch["attention_mask"][:, 1:].float())
+        with torch.inference_mode():  # acc: fleetperf's, after FlagScale's window
+            total += vp.tally(nll, texts, vp.greedy(logits, start), batch)
     return total
 
 
@@ -135,27 +112,17 @@ def main(run: harness.Run) -> None:
         f"non-embedding params; {len(examples)} texts in {len(groups)} batches"
     )
 
-    val = run.tracker()  # validation: its own timers, outside the inference window
-    val.train_begin()
-    scores = forward_pass(run, model, groups, pad_id, partial(timed, val), True)
-    val.train_end()
+    scores = scored_pass(run, model, groups, pad_id, vp.vocab_start(aquila_model.head_rows(model)))
     loss, acc = scores.text_loss / len(examples), scores.right / len(examples)
     run.events.emit("eval", name="acc", value=acc, samples=len(examples))
-    run.say(f"validation: loss {loss:.4f}, last-word acc {acc:.4f}")
-    run.memory.sample()
-
-    for _ in range(hp.infer_passes):  # run.step: the inference window, counted once per group
-        forward_pass(run, model, groups, pad_id, run.step)
-        run.log(loss=loss)
-    p_val_whole, p_val_core = harness.token_rates(run.totals(val), padded=True)
+    run.say(f"scored pass: loss {loss:.4f}, last-word acc {acc:.4f}")
+    run.log(loss=loss)
     run.finish(
         flops,
         metrics={
             "acc": acc,
             "loss": loss,
             "loss_per_token": scores.nll / scores.tokens,
-            "p_val_whole": p_val_whole,
-            "p_val_core": p_val_core,
         },
         converged=True,
         notes=[
@@ -164,9 +131,10 @@ def main(run: harness.Run) -> None:
             "acc: LAMBADA last-word accuracy (every token of the last word greedy-right)",
             "loss: the mean over texts of each text's mean NLL (FlagScale's avg loss); "
             "loss_per_token: the mean NLL per token over the whole set",
-            f"p_val_*, p_infer_*: positions computed (padding included, FlagScale's count) "
-            f"per second of the whole tensor-parallel group of {tp}; p_infer_real_*: real "
-            f"tokens; the first {hp.warmup_steps} forwards of each kind left out",
+            f"p_infer_*: positions computed (padding included, FlagScale's count) per second "
+            f"of the whole tensor-parallel group of {tp} over one scored pass (no separate "
+            f"validation pass: p_val_* unset, as the seed's '/'); p_infer_real_*: real "
+            f"tokens; the first {hp.warmup_steps} batches left out",
         ],
     )
 
