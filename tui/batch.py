@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shlex
 import signal
 import statistics
 import sys
@@ -16,14 +17,16 @@ from typing import TextIO
 
 from tui.catalog import catalog
 from tui.catalog.suites import load_suite
-from tui.core.errors import UsageError, UserInputError
+from tui.core.errors import InventoryError, UsageError, UserInputError
 from tui.core.events import Event, HostState, MetricSample, RunFinished, RunStarted
 from tui.core.eventtext import event_text
+from tui.core.paths import default_results_dir
 from tui.core.term import printable
 from tui.engine.session import Batch, Session
 from tui.results.interrupted import interrupted_line
 from tui.results.record import RunRecord
 from tui.results.report import fmt_band
+from tui.results.storedb import Target
 from tui.results.tables import monitoring_text, render, short_id
 from tui.results.verdict import Check
 
@@ -83,8 +86,9 @@ class ProgressPrinter:
     ``launched``, tui/executors/tracker.py): a run refused in preflight shows one error line, no
     "started" line and no run id, as it leaves no record."""
 
-    def __init__(self, out: TextIO, err: TextIO) -> None:
+    def __init__(self, out: TextIO, err: TextIO, store_options: str = "") -> None:
         self.out, self.err = out, err
+        self.store_options = store_options  # in the hints that name `fleetperf results`
         self.latencies: dict[str, list[float]] = {}
         self._held: dict[str, list[str]] = {}  # run id -> its lines before launch
         self._lock = threading.Lock()  # runs on several hosts print from several threads
@@ -143,7 +147,7 @@ class ProgressPrinter:
             return None
         if isinstance(ev, HostState) and ev.phase in ("queued", "running") and not ev.message:
             return None  # only a Slurm job's life says something there
-        said = event_text(ev)
+        said = event_text(ev, self.store_options)
         if said is None:
             return None
         return f"== {said.text}" if said.host is None else f"{said.host:<12} {said.text}"
@@ -160,6 +164,34 @@ class ProgressPrinter:
             )
         lines.append(f"== {event_text(ev).text}")
         return "\n".join(lines)
+
+
+def store_options(store: str | None, results_dir: Path) -> str:
+    """What ``fleetperf results`` needs to find this batch's runs: `` --store URL`` (without
+    the URL's password: it stays off screens and logs; PGPASSWORD or ~/.pgpass give it),
+    `` --results DIR``, or nothing where the default store is theirs."""
+    if store:
+        target = Target(store)
+        url = target.url._replace(drivername="postgresql", password=None).render_as_string()
+        return f" --store {shlex.quote(target.shown if target.sqlite else url)}"
+    if results_dir != default_results_dir().resolve():
+        return f" --results {shlex.quote(str(results_dir))}"
+    return ""
+
+
+def suite_hint(args: BatchArgs, session: Session, exc: UserInputError) -> str:
+    """The way out of a suite whose runs on another vendor's chips found no host: the
+    --config that picks this inventory's ('' where that is not what went wrong)."""
+    if args.suite is None or args.configs or not isinstance(exc, InventoryError):
+        return ""
+    try:
+        groups = session.host_groups()
+    except UserInputError:
+        return ""
+    vendors = {chip.partition("/")[0] for chip in load_suite(args.suite).chips}
+    here = [g for g in groups if g in vendors]
+    pick = " or ".join(f"--config {v}" for v in here) or "--config VENDOR[/CHIP]"
+    return f"; --suite {args.suite} holds every chip's runs: pick this inventory's with {pick}"
 
 
 def flag_line(record: RunRecord, check: Check) -> str:
@@ -223,14 +255,16 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
                 print(printable(interrupted_line(record)), file=err)
             plans = session.plan(pairs, sets, args.repeat, args.smoke)
         except UserInputError as exc:
-            print(printable(f"fleetperf: error: {exc}"), file=err)
+            hint = suite_hint(args, session, exc)
+            print(printable(f"fleetperf: error: {exc}{hint}"), file=err)
             return EXIT_BAD_INPUT
         # json and csv: stdout holds the table alone, for a program; the progress, stderr.
         progress = out if args.fmt == "md" else err
         requested = threading.Event()
         with _signals_set(requested):
             batch = session.start(plans)
-            batch.subscribe(ProgressPrinter(progress, err))
+            found_by = store_options(args.store, args.results_dir)
+            batch.subscribe(ProgressPrinter(progress, err, found_by))
             _drive(batch, requested, progress)
         records = batch.wait()
     finally:

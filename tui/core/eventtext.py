@@ -23,8 +23,10 @@ class EventText(NamedTuple):
     text: str
 
 
-def event_text(ev: Event) -> EventText | None:
-    """What ``ev`` says, or None for what has no line of its own (system samples)."""
+def event_text(ev: Event, store_options: str = "") -> EventText | None:
+    """What ``ev`` says, or None for what has no line of its own (system samples).
+    ``store_options``: what ``fleetperf results`` needs to find the run's store
+    (``--store URL``; empty for the default), for the hint that names that command."""
     match ev:
         case MetricSample():
             parts = [f"step {ev.step:>6}", f"samples {ev.samples:>8}"]
@@ -51,7 +53,7 @@ def event_text(ev: Event) -> EventText | None:
         case CaseResult():
             notes = (
                 f", {len(ev.notes)} note(s) in the record (fleetperf results {ev.run_id}"
-                " --format json)"
+                f"{store_options} --format json)"
                 if ev.notes
                 else ""
             )
