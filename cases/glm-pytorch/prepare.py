@@ -9,11 +9,16 @@ Both write the layout run.py reads:
                                                       ({"module": state dict, ...})
     DATA_DIR/checkpoint/vocab.txt                     BERT WordPiece vocabulary
     DATA_DIR/ReCoRD/train.jsonl, val.jsonl            SuperGLUE ReCoRD, official jsonl
+    DATA_DIR/ReCoRD/glm_train_eval/train.jsonl        FlagPerf's examples made from them
+    DATA_DIR/ReCoRD/glm_train_eval/eval.jsonl         (glm_data.py: what its hdf5 holds)
 
 --synthetic: offline and seeded, a tiny GLM (hidden 64, 2 layers, 128 positions) with random
 weights, a small vocabulary, and a learnable ReCoRD-format cloze set: each passage states
 who did what ("kalo painted the bridge ."); every verb has its own group of names, so the
 query's role word tells which candidate fills "@placeholder was the painter of the bridge .".
+
+Both make FlagPerf's training examples (``glm_data``: one per gold answer, it first, at most
+9 other entities) and evaluation examples (one per question, every entity).
 
 --from DIR: an operator's real files, checked and then hard-linked (copied across
 filesystems): the released GLM-Large checkpoint (``blocklm-large-blank``: the first
@@ -31,8 +36,10 @@ import random
 import sys
 from pathlib import Path
 
+import glm_data
 import harness
 from harness.tiny import wordpiece_vocabulary
+from record import Question, WordPiece, read_record
 
 CHECKPOINT = "mp_rank_00_model_states.pt"
 REAL_DATA = f"GLM-Large's {CHECKPOINT}, vocab.txt, ReCoRD/train.jsonl, ReCoRD/val.jsonl"
@@ -106,6 +113,7 @@ def synthetic(out: Path, args: argparse.Namespace) -> None:
     write_jsonl(out / "ReCoRD" / "train.jsonl", train)
     dev = [passage_row(rng, i, groups) for i in range(args.dev_passages)]
     write_jsonl(out / "ReCoRD" / "val.jsonl", dev)
+    write_examples(out, *(read_record(out / "ReCoRD" / n) for n in ("train.jsonl", "val.jsonl")))
     vocab = vocabulary(groups)
     ckpt = out / "checkpoint"
     ckpt.mkdir(parents=True, exist_ok=True)
@@ -146,9 +154,13 @@ def check_checkpoint(path: Path) -> None:
             )
 
 
-def stage(src: Path, out: Path) -> None:
-    from record import WordPiece, read_record
+def write_examples(out: Path, train: list[Question], dev: list[Question]) -> None:
+    """FlagPerf's training and evaluation examples of the ReCoRD questions (glm_data)."""
+    glm_data.write_examples(out / glm_data.TRAIN, glm_data.train_examples(train))
+    glm_data.write_examples(out / glm_data.EVAL, glm_data.by_candidates(dev))
 
+
+def stage(src: Path, out: Path) -> None:
     ckpt = find_checkpoint(src)
     vocab = next((p for p in (src / "vocab.txt", ckpt.parent / "vocab.txt") if p.is_file()), None)
     if vocab is None:
@@ -159,12 +171,12 @@ def stage(src: Path, out: Path) -> None:
             raise harness.InputError(f"{path}: missing (SuperGLUE ReCoRD.zip unpacked in {src})")
     check_checkpoint(ckpt)
     WordPiece(vocab)  # their InputErrors name the file
-    for path in splits:
-        read_record(path)
+    train, dev = (read_record(path) for path in splits)
     harness.link_or_copy(ckpt, out / "checkpoint" / CHECKPOINT)
     harness.link_or_copy(vocab, out / "checkpoint" / "vocab.txt")
     for path in splits:
         harness.link_or_copy(path, out / "ReCoRD" / path.name)
+    write_examples(out, train, dev)
 
 
 def options(parser: argparse.ArgumentParser) -> None:

@@ -8,8 +8,10 @@ ReCoRD (``ReCoRD/train.jsonl``, ``val.jsonl``), one passage per line::
               "answers": [{"start": 0, "end": 4, "text": "Alice"}]}]}
 
 Entity and answer ``end`` offsets are inclusive. Each query is one question; its candidates
-are the passage's distinct entity strings. As in GLM's ReCoRD setup, a candidate is scored by
-the log-likelihood of its tokens filling the [MASK] that replaces ``@placeholder``:
+are the passage's distinct entity strings, sorted and punctuation-standardised as FlagPerf's
+data script did (``glm_data`` makes its training examples from these). As in GLM's ReCoRD
+setup, a candidate is scored by the log-likelihood of its tokens filling the [MASK] that
+replaces ``@placeholder``:
 
     part A  [CLS] passage query-with-[MASK]         positions 0..n-1, block positions 0
     part B  <|startofpiece|> answer                 positions = the [MASK]'s, block 1..k+1
@@ -35,6 +37,9 @@ from harness.jsonl import json_lines
 from harness.tiny import WORDPIECE_SPECIAL
 
 PLACEHOLDER = "@placeholder"
+STANDARD_PUNCTUATION = str.maketrans(
+    {"\u201c": '"', "\u201d": '"', "\u2019": "'", "\u2018": "'", "\u2013": "-"}
+)
 
 
 @dataclass(frozen=True)
@@ -58,28 +63,34 @@ def _field(obj: Any, key: str, kind: type, where: str) -> Any:
     return value
 
 
+def standardize(text: str) -> str:
+    """GLM's ``punctuation_standardization``: curly quotes and the en dash made ASCII, one
+    character for one (entity offsets still hold)."""
+    return text.translate(STANDARD_PUNCTUATION)
+
+
 def read_record(path: Path) -> list[Question]:
-    """All questions of a ReCoRD jsonl file; InputError naming file:line and field."""
+    """All questions of a ReCoRD jsonl file as FlagPerf's evaluation examples (``glm_data``):
+    punctuation standardised, the candidates the passage's entities as a sorted set, the
+    answers a sorted set; InputError naming file:line and field."""
     questions = []
     for where, row in json_lines(path):
         passage = _field(row, "passage", dict, where)
-        text = _field(passage, "text", str, where + " passage")
-        entities = _field(passage, "entities", list, where + " passage")
-        candidates = []
-        for ent in entities:
+        text = standardize(_field(passage, "text", str, where + " passage"))
+        entities = set()
+        for ent in _field(passage, "entities", list, where + " passage"):
             start = _field(ent, "start", int, where + " passage.entities")
             end = _field(ent, "end", int, where + " passage.entities")
-            name = text[start : end + 1]
-            if name and name not in candidates:
-                candidates.append(name)
+            entities.add(text[start : end + 1])
+        candidates = tuple(sorted(entities))
         clean = text.replace("@highlight\n", "- ")  # GLM's passage clean-up
         for qa in _field(row, "qas", list, where):
-            query = _field(qa, "query", str, where + " qas")
+            query = standardize(_field(qa, "query", str, where + " qas"))
             if PLACEHOLDER not in query:
                 raise InputError(f"{where}: qas.query has no {PLACEHOLDER}")
             answers = qa.get("answers") or []  # the test split has none
-            gold = tuple(_field(a, "text", str, where + " qas.answers") for a in answers)
-            questions.append(Question(clean, query, tuple(candidates), gold))
+            gold = {standardize(_field(a, "text", str, where + " qas.answers")) for a in answers}
+            questions.append(Question(clean, query, candidates, tuple(sorted(gold))))
     if not questions:
         raise InputError(f"{path}: no questions")
     return questions

@@ -5,20 +5,22 @@
 
 (or under torchrun), as docs/workload-contract.md says; the harness's ``Run``
 (docs/harness.md) does the rest. Loads the GLM state dict (checkpoint/mp_rank_00_model_states.pt,
-THUDM/GLM key names) and its WordPiece vocabulary, trains on ReCoRD/train.jsonl with data
-parallelism, and every eval_every_samples training questions (over all ranks) scores
-ReCoRD/val.jsonl: acc is exact match (see record.py). Stops when acc reaches target_acc or
-after max_samples questions (FlagPerf's budget per config). AdamW (no weight decay on biases
-and LayerNorm) under FlagPerf's warm-up and linear decay (glm_optim.py).
+THUDM/GLM key names) and its WordPiece vocabulary, trains on FlagPerf's training examples of
+ReCoRD (glm_data.py, prepared by prepare.py) with data parallelism in FlagPerf's sample order,
+and every eval_every_samples training examples (over all ranks) scores the evaluation examples:
+acc is exact match (see record.py). Stops when acc reaches target_acc or after max_samples
+examples (FlagPerf's budget per config). AdamW (weight decay as hp layernorm_decay says) under
+FlagPerf's warm-up and linear decay (glm_optim.py).
 
 Precision as FlagPerf's code ran it: fp16 is its ``model.half()`` with float32 master weights
 and dynamic loss scaling (glm_optim.py). The CPU config runs fp32.
 
-A sample is one question: its candidates are one padded sequence each (max_seq_length), and
-each question has as many as the batch's most (FlagPerf's my_collate: padding candidates are
-computed, not scored); the loss is the cross-entropy over the candidates' log-likelihoods.
-Throughputs count questions; tokens_per_s_per_device counts the real candidates' tokens; MFU
-counts every sequence the device computed on.
+A sample is one example: a question with one gold answer first and at most 9 other entities
+(training) or with all its entities (evaluation); its candidates are one padded sequence each
+(max_seq_length), and each example has as many as the batch's most (FlagPerf's my_collate:
+padding candidates are computed, not scored); the loss is the cross-entropy over the
+candidates' log-likelihoods, label 0. Throughputs count examples; tokens_per_s_per_device
+counts the real candidates' tokens; MFU counts every sequence the device computed on.
 """
 
 from __future__ import annotations
@@ -28,14 +30,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import glm_data
 import harness
 import torch
 from glm_model import GLMConfig, GLMModel, MultiTokenCloze, load_state_dict_file
-from glm_optim import glm_optimizer, optimize
-from record import WordPiece, collate, encode_question, exact_match, read_record
+from glm_optim import LAYERNORM_DECAY, glm_optimizer, optimize
+from record import WordPiece, collate, encode_question, exact_match
 
 CHECKPOINT, VOCAB = "checkpoint/mp_rank_00_model_states.pt", "checkpoint/vocab.txt"
-TRAIN, DEV = "ReCoRD/train.jsonl", "ReCoRD/val.jsonl"
 MODEL_INPUTS = (
     "input_ids",
     "position_ids",
@@ -48,8 +50,8 @@ MODEL_INPUTS = (
 
 
 # ---------------------------------------------------------------------------------- data
-def load_questions(path: Path, tok: WordPiece, max_len: int) -> list[Any]:
-    return [encode_question(tok, q, max_len) for q in read_record(path)]
+def load_examples(path: Path, tok: WordPiece, max_len: int, train: bool) -> list[Any]:
+    return [encode_question(tok, q, max_len) for q in glm_data.read_examples(path, train)]
 
 
 def model_inputs(batch: dict[str, Any], device: torch.device) -> dict[str, torch.Tensor]:
@@ -116,18 +118,17 @@ def main(run: harness.Run) -> None:
     model = device.cast_weights(MultiTokenCloze(glm)).to(device.torch_device)
     ddp = run.data_parallel(model)  # evaluation runs on the bare model
 
-    train = [q for q in load_questions(run.data / TRAIN, tok, max_len) if q.label >= 0]
-    dev = load_questions(run.data / DEV, tok, max_len)
+    train = load_examples(run.data / glm_data.TRAIN, tok, max_len, train=True)
+    dev = load_examples(run.data / glm_data.EVAL, tok, max_len, train=False)
     coll = partial(collate, max_len=max_len, tok=tok)
-    train_loader = run.train_loader(
-        train, hp.train_batch_size, coll, source=f"{run.data / TRAIN} (answerable questions)"
-    )
+    source = str(run.data / glm_data.TRAIN)
+    train_loader = glm_data.train_loader(run, train, hp.train_batch_size, coll, source)
     dev_loader = run.eval_loader(dev, hp.eval_batch_size, coll)
     optimizer, scheduler = glm_optimizer(device, model, hp)
     cfg = glm.config
     run.say(
         f"model: GLM {cfg.num_layers} layers, hidden {cfg.hidden_size}, {cfg.num_heads} heads; "
-        f"{flops.formula}; train {len(train)} questions, dev {len(dev)}"
+        f"{flops.formula}; train {len(train)} examples, dev {len(dev)}"
     )
 
     ddp.train()
@@ -142,7 +143,11 @@ def main(run: harness.Run) -> None:
             with device.autocast():
                 step.loss = torch.nn.functional.cross_entropy(ddp(**inputs), labels)
             skipped += not optimize(run, step.loss, optimizer, scheduler, hp.clip_grad)
-    notes = ["a sample is one ReCoRD question with all its candidates, padded per batch"]
+    notes = [
+        "a sample is one FlagPerf GLM example (training: a gold answer first, at most 9 "
+        "other entities), its candidates padded per batch",
+        f"layernorm_decay={hp.layernorm_decay}: {LAYERNORM_DECAY[hp.layernorm_decay]}",
+    ]
     if device.scaler is not None:
         notes.append(
             f"{hp.precision}: {skipped} of {run.steps} steps skipped for a loss-scale "
