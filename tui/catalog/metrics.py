@@ -51,11 +51,16 @@ def metric_registry(case_metrics: list[CaseMetric]) -> dict[str, Metric]:
     return registry(m.metric() for m in case_metrics)
 
 
-def column_key(spec: str, metrics: dict[str, Metric]) -> str:
-    """The metric/table key a report column names; ValueError for an unknown one."""
+def column_name(spec: str) -> str:
+    """The key a report column names, known or not: its qualifier dropped, an alias resolved."""
     match = QUALIFIED.match(spec)
     key = match.group("key") if match else spec
-    key = COLUMN_ALIASES.get(key, key)
+    return COLUMN_ALIASES.get(key, key)
+
+
+def column_key(spec: str, metrics: dict[str, Metric]) -> str:
+    """The metric/table key a report column names; ValueError for an unknown one."""
+    key = column_name(spec)
     if key not in metrics and key not in TABLE_ONLY_COLUMNS:
         known = ", ".join((*TABLE_ONLY_COLUMNS, *metrics, *COLUMN_ALIASES))
         raise ValueError(f"unknown report column {spec!r} (known: {known})")

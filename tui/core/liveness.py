@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+_PID = re.compile(r"[0-9]{1,20}")
 
 
 @dataclass(frozen=True)
@@ -50,7 +53,8 @@ def parse(text: str | None) -> Lease | None:
         return None
     if not text.startswith("{"):
         host, sep, pid = text.rpartition(":")
-        return Lease(host, int(pid)) if sep and pid.isdigit() else None
+        # ASCII digits only ("²".isdigit() is true), and few enough for int().
+        return Lease(host, int(pid)) if sep and _PID.fullmatch(pid) else None
     try:
         data = json.loads(text)
         return _lease(data) if isinstance(data, dict) else None
@@ -126,6 +130,19 @@ def _ns_inode(kind: str) -> int | None:
         return os.stat(f"/proc/self/ns/{kind}").st_ino
     except OSError:
         return None
+
+
+def same_machine(lease: Lease | None, judge: Lease | None = None) -> bool:
+    """Whether the lease's controller ran on the machine ``judge`` (this controller by
+    default) runs on: the same host name and machine id. Without a machine id (most
+    container images) no run can be told from another machine's: none is."""
+    judge = judge or this_controller()
+    return (
+        lease is not None
+        and lease.host == judge.host
+        and judge.machine_id is not None
+        and lease.machine_id == judge.machine_id
+    )
 
 
 def proven_dead(lease: Lease | None, judge: Lease | None = None) -> bool:

@@ -1,4 +1,5 @@
-"""Every file the controller writes: created where no name exists yet (never through a link
+"""Every file the controller writes, and the files it reads from run directories others
+may write (``open_regular``): created where no name exists yet (never through a link
 planted at a predictable name), with an exact mode whatever the umask, and replaced whole.
 
 ``replacing`` writes a random temporary name beside the target (``O_CREAT|O_EXCL|
@@ -9,8 +10,10 @@ otherwise (docs/security.md, "Files the controller writes").
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -77,6 +80,23 @@ def make_dirs(path: Path, *, exist_ok: bool = True) -> None:
         os.fchmod(fd, PRIVATE_DIR)
     finally:
         os.close(fd)
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened for reading where it is a regular file in a directory that is not
+    a link, as a reader of another controller's run directory needs: neither the file
+    nor its directory followed if a link, never blocking (a FIFO planted there would hang
+    ``open``), and anything but a regular file refused. OSError otherwise."""
+    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = os.open(path.name, flags, dir_fd=parent)
+    finally:
+        os.close(parent)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return os.fdopen(fd, "rb")
 
 
 def _fsync_dir(path: Path) -> None:

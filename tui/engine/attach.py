@@ -12,11 +12,11 @@ cleaned as a workload's line is. No torch, no textual.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from tui.core import safefile
 from tui.core.events import Dropped, Event, parse
 from tui.core.stream import capped_lines
 
@@ -56,7 +56,8 @@ def logged_event(run_id: str, line: str) -> Event | Dropped:
 class RunLog:
     """A run's events.jsonl, read as it grows: each ``lines()`` gives the complete lines
     written since the last; a line still being written waits for its end. A file not
-    there yet is read once it is; a link is never followed."""
+    there yet is read once it is; a link (the file or its run directory) is never
+    followed, nor anything but a regular file opened (tui/core/safefile.py open_regular)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -66,10 +67,9 @@ class RunLog:
     def lines(self) -> Iterator[str]:
         if self._file is None:
             try:
-                fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
-            except OSError:  # not written yet (or a link)
+                self._file = safefile.open_regular(self.path)
+            except OSError:  # not written yet (or a link, a FIFO, a linked run directory)
                 return
-            self._file = os.fdopen(fd, "rb")
         self._file.seek(self.offset)
         for head, size, ended in capped_lines(self._file):  # a line's cap held at most
             if not ended:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from tui.catalog import catalog, images
 from tui.catalog.metrics import CaseMetric
 from tui.core import liveness, paths, stream
-from tui.core.errors import StoreError, UsageError
+from tui.core.errors import InventoryError, StoreError, UsageError
 from tui.core.events import (
     DROPPED,
     CaseResult,
@@ -41,7 +41,7 @@ from tui.core.events import (
     RunStatus,
     SysSample,
 )
-from tui.core.paths import DEFAULT_INVENTORY, default_data_root
+from tui.core.paths import default_data_root
 from tui.engine import attach, hostcheck
 from tui.engine.inventory import Inventory, executor_of, load_inventory, select_hosts
 from tui.executors.base import (
@@ -55,16 +55,18 @@ from tui.executors.base import (
 )
 from tui.executors.hostfiles import host_file_limits
 from tui.executors.registry import executor_for, executor_for_launch
+from tui.executors.stop import STOPPED
 from tui.results import references
 from tui.results.interrupted import controller_id, mark_interrupted
 from tui.results.monitoring import Monitor
-from tui.results.record import RUN_ID, RunRecord, now_utc_iso, write_result_json
+from tui.results.record import RunRecord, is_run_id, now_utc_iso, write_result_json
 
 if TYPE_CHECKING:
     from tui.results.store import ResultStore
 
 Callback = Callable[[Event], None]
 FOLLOW_POLL_S = 0.5  # how often a followed run's log and record are read
+CLOSE_S = 2.0  # how long closing a followed run waits for its follower
 
 
 @dataclass(frozen=True)
@@ -287,9 +289,11 @@ class FollowedRun:
         return self._done.is_set()
 
     def close(self) -> None:
-        """Stop following (the run goes on)."""
+        """Stop following (the run goes on), waiting at most ``CLOSE_S`` for the follower:
+        a store or file that does not answer must not hold the app's exit (the thread is
+        a daemon)."""
         self._closed.set()
-        self._thread.join()
+        self._thread.join(CLOSE_S)
 
     def _follow(self) -> None:
         record = self.started
@@ -740,23 +744,59 @@ class Session:
             self.store.delete(record.run_id)
             yield record, True
 
-    def cleanup(self) -> Iterator[tuple[RunRecord, bool]]:
-        """Stop what each interrupted run not cleaned yet left on its hosts (its executor's
-        cleanup, on the inventory it ran on), one at a time; whether that ran to the end,
-        and then the run is marked cleaned."""
+    def cleanup(self) -> Iterator[Cleaned]:
+        """Stop what each interrupted run of this machine's, not cleaned yet, left on its
+        hosts (its executor's cleanup, on this session's inventory: the operator's, never
+        the one a record names), one at a time; the run is marked cleaned once every one
+        of its hosts was reached and stopped. Another machine's runs are listed, not
+        touched: a record is data, and only the machine that ran a run knows its hosts."""
+        if not self.inventory.is_file():
+            raise InventoryError(f"inventory {self.inventory}: no such file")
         self.open_store(create=False)
         for record in self.runs(status="interrupted"):
             if record.cleaned:
                 continue
-            inventory = Path(record.inventory or DEFAULT_INVENTORY)
-            cleanup = executor_for(record.executor or DEFAULT_KIND).cleanup
-            ok = cleanup(record.run_id, record.hosts, inventory, self.results_dir, self.data_root)
-            if ok:
+            if not liveness.same_machine(liveness.parse(record.controller)):
+                yield Cleaned(
+                    record, "held", f"held by {owner_text(record.controller)}, not touched"
+                )
+                continue
+            try:
+                cleanup = executor_for(record.executor or DEFAULT_KIND).cleanup
+                hosts = cleanup(
+                    record.run_id, record.hosts, self.inventory, self.results_dir, self.data_root
+                )
+            except UsageError as exc:  # a run directory or executor that is not this one's
+                yield Cleaned(record, "failed", f"not cleaned: {exc}")
+                continue
+            if all(outcome == STOPPED for outcome in hosts.values()):
                 self.store.add(record.model_copy(update={"cleaned": True}))
-            yield record, ok
+                yield Cleaned(record, "cleaned", f"stopped on {', '.join(hosts) or 'no host'}")
+                continue
+            said = "; ".join(f"{host} {outcome}" for host, outcome in hosts.items())
+            log = self.results_dir / "runs" / record.run_id / "ansible-cleanup"
+            yield Cleaned(record, "failed", f"not cleaned: {said} (see {log})")
+
+
+@dataclass(frozen=True)
+class Cleaned:
+    """What ``Session.cleanup`` did with one interrupted run: ``cleaned`` (every host
+    stopped), ``held`` (another machine's: not touched) or ``failed``; ``said``: what."""
+
+    record: RunRecord
+    outcome: str
+    said: str
+
+    def line(self) -> str:
+        """The operator's line: ``cleaned ID: ...``, ``run ID: held by ...`` (stdout), or
+        ``fleetperf: run ID: not cleaned: ...`` (stderr)."""
+        if self.outcome == "cleaned":
+            return f"cleaned {self.record.run_id}: {self.said}"
+        prefix = "fleetperf: " if self.outcome == "failed" else ""
+        return f"{prefix}run {self.record.run_id}: {self.said}"
 
 
 def check_run_id(run_id: str, where: str) -> None:
     """UsageError unless ``run_id`` is one (a prune removes the directory it names)."""
-    if not RUN_ID.fullmatch(run_id):
+    if not is_run_id(run_id):
         raise UsageError(f"{where}: run_id {run_id!r} is not a run id (letters, digits, . _ -)")

@@ -209,6 +209,6 @@ class Executor(Protocol):
     @staticmethod
     def cleanup(
         run_id: str, hosts: list[str], inventory: Path, results_dir: Path, data_root: Path
-    ) -> bool:
-        """Stop a run this controller did not launch (its controller died); True if the
-        stop ran to its end."""
+    ) -> dict[str, str]:
+        """Stop a run this controller did not launch (its controller died): each host's
+        outcome, "stopped" or why not (tui/executors/stop.py)."""

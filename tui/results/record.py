@@ -20,7 +20,14 @@ from harness.case import MODEL_METRICS
 from harness.metrics import METRICS, Metric
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tui.catalog.metrics import QUALIFIED, CaseMetric, column_key, metric_registry
+from tui.catalog.metrics import (
+    QUALIFIED,
+    TABLE_ONLY_COLUMNS,
+    CaseMetric,
+    column_key,
+    column_name,
+    metric_registry,
+)
 from tui.core import safefile
 from tui.core.events import RunStatus
 from tui.core.text import clean_tree
@@ -40,6 +47,22 @@ _CONFIG = re.compile(r"^(?P<chip>.+)x(?P<nnodes>\d+)x(?P<nproc>\d+)(?:-[a-z0-9]+
 # new_run_id makes them (tui/executors/base.py):
 # 20261121-193000-distilbert-pytorch-3fa2c01d9e4b7a65.
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,199}")
+# A metric's name as a case.yaml may write one (harness.case.METRIC_NAME), bounded: the
+# name a newer fleetperf's record may carry that this one does not know.
+_METRIC_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def is_run_id(text: object) -> bool:
+    """Whether ``text`` is a run id: the one check wherever a run id comes in (the record,
+    an import, prune, cleanup, attach), since it names a directory under results/runs."""
+    return isinstance(text, str) and RUN_ID.fullmatch(text) is not None
+
+
+def unknown_metric(name: str) -> Metric:
+    """A metric a newer fleetperf wrote that this one does not know: kept and shown as a
+    plain number (docs/store.md, "Versions on one store")."""
+    return Metric(name, "", None, "g", "not known to this fleetperf version")
+
 
 # Seed 000/001 (training) and seed 002 (inference) layouts: used when a record names none
 # (a base case's record without columns shows precision, fix_hp and its own metrics).
@@ -147,6 +170,13 @@ class RunRecord(BaseModel):
     controller: str | None = None  # the lease of the controller that ran it (tui/core/liveness.py)
     cleaned: bool = False  # an interrupted run whose remote work `fleetperf cleanup` stopped
 
+    @field_validator("run_id")
+    @classmethod
+    def _run_id(cls, value: str) -> str:
+        if not is_run_id(value):
+            raise ValueError("not a run id (letters, digits, . _ -, at most 200)")
+        return value
+
     @field_validator("started", "finished", mode="before")
     @classmethod
     def _timestamp(cls, value: Any) -> Any:
@@ -188,10 +218,16 @@ class RunRecord(BaseModel):
     @model_validator(mode="after")
     def _derive(self) -> Self:
         self._fill_from_config()
-        metrics = self.registry()
-        unknown = sorted(set(self.metrics) - set(metrics))
-        if unknown:
-            raise ValueError(f"unknown metrics {unknown} (known: {', '.join(metrics)})")
+        # A metric this version does not know (a newer one wrote it, or names it as a
+        # column) is kept, after the known ones; only a name no version could write is
+        # refused. (A case's columns are checked where the catalog reads its case.yaml.)
+        named = {*self.metrics, *(column_name(c) for c in self.columns)}
+        known = {*metric_registry(self.case_metrics), *TABLE_ONLY_COLUMNS}
+        unknown = sorted(named - known)
+        for name in unknown:
+            if not _METRIC_NAME.fullmatch(name):
+                raise ValueError(f"metric name {name[:80]!r}: lower case, digits and _")
+        metrics = self.registry(unknown)
         # JSON has no NaN/inf: a diverged value is stored as unknown; status/error say why.
         self.metrics = {
             key: v if v is not None and math.isfinite(v) else None
@@ -226,8 +262,12 @@ class RunRecord(BaseModel):
         """Its hosts were busy with other work at the launch: its numbers measure that too."""
         return self.load_per_cpu is not None and self.load_per_cpu >= LOADED
 
-    def registry(self) -> dict[str, Metric]:
-        return metric_registry(self.case_metrics)
+    def registry(self, unknown: list[str] | None = None) -> dict[str, Metric]:
+        """The metrics this record holds: the standard ones, its case's own, and any this
+        version does not know (``unknown``; by default those among its metrics)."""
+        known = metric_registry(self.case_metrics)
+        names = sorted(set(self.metrics) - set(known)) if unknown is None else unknown
+        return {**known, **{name: unknown_metric(name) for name in names}}
 
     def _fill_from_config(self) -> None:
         """chip/nnodes/nproc_per_node default from config "CHIPxNNODESxNPROC"; must agree."""

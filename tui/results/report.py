@@ -28,7 +28,7 @@ from tui.core import safefile
 from tui.core.errors import CatalogError
 from tui.core.text import html_text
 from tui.results import monitoring
-from tui.results.record import RUN_ID, RunRecord
+from tui.results.record import RunRecord, is_run_id
 from tui.results.references import Reference, comparable_key, history_band
 from tui.results.tables import case_table, format_fix_hp
 
@@ -360,16 +360,17 @@ def loss_chart(points: list[tuple[int, float]]) -> str:
 def step_curve(results_dir: Path, run_id: str, field: str) -> list[tuple[int, float]]:
     """(step, value of ``field``: loss, throughput...) of a run's step records in
     ``<results>/runs/<run_id>/events.jsonl``, the first record of each step (every node's
-    rank 0 reports the whole job's figures); the file is opened without following a link."""
-    if not RUN_ID.fullmatch(run_id):
+    rank 0 reports the whole job's figures); the file is read only where it is a regular
+    file, neither it nor its run directory a link (tui/core/safefile.py open_regular)."""
+    if not is_run_id(run_id):
         return []
     path = Path(os.path.abspath(results_dir)) / "runs" / run_id / "events.jsonl"
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        f = safefile.open_regular(path)
     except OSError:
         return []
     curve: dict[int, float] = {}
-    with os.fdopen(fd, "rb") as f:
+    with f:
         for raw in f.read(MAX_EVENTS_BYTES).splitlines():
             try:
                 ev = json.loads(raw)

@@ -10,6 +10,7 @@ overwrite each other's run. docs/store.md. Controller code: no torch, no textual
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
@@ -17,8 +18,10 @@ from pathlib import Path
 from typing import Any, NamedTuple, Self
 
 import sqlalchemy as sa
+from pydantic import ValidationError
 
 from tui.core.errors import StoreError
+from tui.core.term import printable
 from tui.results.interrupted import controller_id, interrupted_line, mark_interrupted
 from tui.results.record import RunRecord
 from tui.results.storedb import SCHEMA_VERSION, Target, metrics, open_engine, reason, runs
@@ -34,6 +37,11 @@ __all__ = [  # controller_id ... interrupted_line: tui/results/interrupted.py's,
 ]
 
 RESOLVE_SHOWN = 5  # an ambiguous run id: the matches named in the refusal
+REASON_CHARS = 200  # an unreadable row's reason, as shown
+# Unreadable rows, said once a process: on stderr where no front end took the logger
+# (logging's last resort prints the message alone), in the app wherever it sends logs.
+_LOG = logging.getLogger(__name__)
+_SHOWN: set[str] = set()
 
 # Record field -> column, where the name differs ("case" is an SQL keyword).
 _COLUMN = {"case": "case_name", "columns": "report_columns"}
@@ -186,7 +194,13 @@ class ResultStore:
                 .order_by(metrics.c.run_id, metrics.c.name)
             ):
                 known.setdefault(run_id, {})[name] = value
-        return [_record(row, known.get(row["run_id"], {})) for row in rows]
+        records = []
+        for row in rows:
+            try:
+                records.append(_record(row, known.get(row["run_id"], {})))
+            except (ValueError, TypeError, RecursionError) as exc:  # ValidationError: too
+                _unreadable(str(row["run_id"]), exc)
+        return records
 
     def resolve(self, text: str) -> str:
         """The run id ``text`` names: the whole id, a unique prefix of it, or a unique
@@ -240,12 +254,31 @@ def _record(row: Any, metric_values: dict[str, float]) -> RunRecord:
     fields: dict[str, Any] = {}
     for name in _RUN_FIELDS:
         value = row[_COLUMN.get(name, name)]
-        fields[name] = json.loads(value) if name in _JSON_FIELDS else value
+        try:
+            fields[name] = json.loads(value) if name in _JSON_FIELDS else value
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{name}: not JSON ({exc.msg})") from None
     fields["cleaned"] = bool(fields["cleaned"])
     fields["smoke"] = bool(fields["smoke"])
     if fields["synthetic_data"] is not None:
         fields["synthetic_data"] = bool(fields["synthetic_data"])
     return RunRecord(**fields, metrics=metric_values)
+
+
+def _unreadable(run_id: str, exc: Exception) -> None:
+    """A row this version cannot read (another controller's, a newer fleetperf's, or
+    written by hand) is skipped: shown once, never a stop (docs/store.md)."""
+    if run_id in _SHOWN:
+        return
+    _SHOWN.add(run_id)
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        msg = first["msg"].removeprefix("Value error, ")  # pydantic's words for a ValueError
+        why = f"{'.'.join(str(p) for p in first['loc']) or 'record'}: {msg}"
+    else:
+        why = str(exc) or type(exc).__name__
+    why = " ".join(why.split())[:REASON_CHARS]
+    _LOG.warning(printable(f"fleetperf: run {run_id[:REASON_CHARS]}: unreadable record ({why})"))
 
 
 def _run_row(record: RunRecord) -> dict[str, Any]:

@@ -9,6 +9,7 @@ bytes from either backend. docs/store.md. Controller code: no torch, no textual.
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import TextIO
 
 from pydantic import ValidationError
 
-from tui.core import paths
+from tui.core import paths, safefile
 from tui.core.errors import StoreError, UsageError
 from tui.results.record import RunRecord
 from tui.results.store import ResultStore, resolve_id
@@ -92,6 +93,17 @@ def export(store: ResultStore, out: TextIO) -> int:
     for record in records:
         out.write(record.model_dump_json() + "\n")
     return len(records)
+
+
+def export_file(store: ResultStore, path: Path) -> int:
+    """``export`` to the file ``path``, written as every file the controller writes: 0600,
+    whole or not at all, never through a link planted at that name (tui/core/safefile.py)."""
+    with safefile.replacing(path) as raw:
+        out = io.TextIOWrapper(raw, encoding="utf-8")
+        count = export(store, out)
+        out.flush()
+        out.detach()  # the file stays open for replacing() to fsync and rename
+    return count
 
 
 @dataclass
