@@ -436,12 +436,12 @@ def test_a_config_is_named_by_chip_nodes_and_devices() -> None:
         ("env: {NCCL_CONF_FILE: /x}\n", "env.NCCL_CONF_FILE: a config may not set it"),
         ("env: {TORCH_HUB: /x}\n", "env.TORCH_HUB: not a vendor setting"),
         ("env: {BKCL_FORCE_SYNC: 1}\n", 'env.BKCL_FORCE_SYNC: expected a string; quote it ("1")'),
-        ("env: {NCCL_A: true}\n", "env.NCCL_A: expected a string (got True)"),
-        ("env: {NCCL_A: {B: c}}\n", "env.NCCL_A: expected a string (got {'B': 'c'})"),
-        ("env: {NCCL_A: [b]}\n", "env.NCCL_A: expected a string (got ['b'])"),
-        ("env: {NCCL_A: null}\n", "env.NCCL_A: expected a string (got None)"),
-        ('env: {NCCL_A: "x\\0y"}\n', "env.NCCL_A: a NUL character cannot be in the environment"),
-        ("env: {NCCL_A: " + "x" * 4097 + "}\n", "env.NCCL_A: longer than 4096 characters"),
+        ("env: {CUDA_A: true}\n", "env.CUDA_A: expected a string (got True)"),
+        ("env: {CUDA_A: {B: c}}\n", "env.CUDA_A: expected a string (got {'B': 'c'})"),
+        ("env: {CUDA_A: [b]}\n", "env.CUDA_A: expected a string (got ['b'])"),
+        ("env: {CUDA_A: null}\n", "env.CUDA_A: expected a string (got None)"),
+        ('env: {CUDA_A: "x\\0y"}\n', "env.CUDA_A: a NUL character cannot be in the environment"),
+        ("env: {CUDA_A: " + "x" * 4097 + "}\n", "env.CUDA_A: longer than 4096 characters"),
     ],
 )
 def test_a_bad_env_names_file_and_field(cases: Path, text: str, needle: str) -> None:
@@ -459,11 +459,11 @@ def test_a_config_env_is_kept_as_written(cases: Path) -> None:
     write_config(
         cases,
         "CPUx1x3",
-        'env: {NCCL_A_1: "", XPU_B: "{data_dir}/t {{ x }}", NCCL_DEBUG: INFO}\n',
+        'env: {NCCL_PROTO: "", XMLIR_B: "{data_dir}/t {{ x }}", NCCL_DEBUG: INFO}\n',
     )
     case = catalog.load_case("distilbert-pytorch", cases)
     config = catalog.load_config(case, "cpu/CPUx1x3")
-    assert config.env == {"NCCL_A_1": "", "XPU_B": "{data_dir}/t {{ x }}", "NCCL_DEBUG": "INFO"}
+    assert config.env == {"NCCL_PROTO": "", "XMLIR_B": "{data_dir}/t {{ x }}", "NCCL_DEBUG": "INFO"}
     assert catalog.resolve(case, config).config.env == config.env
     write_config(cases, "CPUx1x4", "overrides: {}\n")  # no env: none
     assert catalog.load_config(case, "cpu/CPUx1x4").env == {}
