@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from harness import InputError
@@ -27,3 +28,12 @@ def load_tokens(path: Path, vocab_size: int) -> np.ndarray:
     if top >= vocab_size or int(tokens.min()) < 0:
         raise InputError(f"{path}: token id {top} outside the vocabulary of {vocab_size}")
     return tokens
+
+
+def sequences(idx: list[int], tokens: np.ndarray, seq: int) -> Any:
+    """The batch (a torch tensor) of sequences numbered ``idx``, cut from the flat array."""
+    import torch
+
+    return torch.from_numpy(
+        np.stack([tokens[i * seq : (i + 1) * seq] for i in idx]).astype(np.int64)
+    )

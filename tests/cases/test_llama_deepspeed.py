@@ -141,8 +141,7 @@ def test_loss_flagperf_is_the_last_printed_window() -> None:
     """run_pretraining.py: ave_loss += loss each step, printed / 10 and reset at every 0-based
     step index divisible by 10; the figure is the last print (here index 20: losses 11..20),
     not the steps after it, and a new epoch restarts the sum."""
-    run = case_module(ZERO3, "run")
-    figures = run.FlagPerfFigures()
+    figures = case_module(ZERO3, "flagperf_figures").FlagPerfFigures()
     for i in range(25):
         figures.step_loss(i, float(i))
     assert figures.loss == pytest.approx(sum(range(11, 21)) / 10)
@@ -159,10 +158,9 @@ def test_tokens_per_s_flagperf_reads_deepspeeds_timer_at_print_steps() -> None:
     from deepspeed.runtime.config import DeepSpeedConfig
     from deepspeed.utils.timer import ThroughputTimer
 
-    run = case_module(ZERO3, "run")
     config = DeepSpeedConfig({"train_batch_size": 96, "train_micro_batch_size_per_gpu": 96})
     timer = ThroughputTimer(config.timers_config, batch_size=96, steps_per_output=5)
-    figures = run.FlagPerfFigures()
+    figures = case_module(ZERO3, "flagperf_figures").FlagPerfFigures()
     logged = None
     for step in range(1, 8):
         timer.start()
