@@ -8,6 +8,9 @@
     DATA_DIR/checkpoint/   a tiny DistilBERT (save_pretrained, safetensors) + its WordPiece
                            tokenizer (vocab.txt, tokenizer.json), loadable with from_pretrained
     DATA_DIR/SST-2/train.tsv, dev.tsv   GLUE SST-2 layout: header "sentence<TAB>label"
+    DATA_DIR/dataset/train_dataset.npz, eval_dataset.npz
+                           the same rows pre-tokenised as FlagPerf's create_train_eval_data.py
+                           writes them (sst2.py): what run.py reads
 
 The sentences are movie-review templates: one or two sentiment words of one polarity among
 neutral filler, label 1 positive / 0 negative, no label noise. A small model learns them in a
@@ -22,10 +25,11 @@ few hundred steps, which is what a CPU smoke run of the benchmark needs.
     DIR/SST-2/train.tsv, dev.tsv    or GLUE's SST-2 TSVs instead of dataset/
 
 The checkpoint is hard-linked (copied across filesystems) as DATA_DIR/checkpoint/, GLUE's
-TSVs likewise. FlagPerf's .npz files hold the sentences, labels and the token ids its
-preprocessing made (idx, sentence, label, input_ids, attention_mask; padded to 512): they
-are written out as the TSVs run.py reads, after checking that the checkpoint's tokenizer
-gives every row exactly the ids the file holds, so the run computes on FlagPerf's tokens.
+TSVs likewise, and tokenised into DATA_DIR/dataset/*.npz. FlagPerf's .npz files hold the
+sentences, labels and the token ids its preprocessing made (idx, sentence, label, input_ids,
+attention_mask; padded to 512): once the checkpoint's tokenizer is checked to give every row
+exactly the ids the file holds, they are hard-linked as DATA_DIR/dataset/*.npz (run.py
+reads them, as FlagPerf's run did) and written out as the TSVs.
 The first missing or malformed file is named in one line on stderr, exit code 2, nothing
 staged.
 """
@@ -40,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import harness
+import sst2
 from harness.tiny import wordpiece_vocabulary
 
 
@@ -172,6 +177,16 @@ def synthetic(out: Path, args: argparse.Namespace) -> None:
     vocab = vocabulary()
     save_tokenizer(vocab, out / "checkpoint")
     save_model(len(vocab), out / "checkpoint", args.seed)
+    tokenize(out)
+
+
+def tokenize(out: Path) -> None:
+    """The staged TSVs pre-tokenised by the staged checkpoint's tokenizer (dataset/*.npz)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(out / "checkpoint")
+    for tsv, npz in NPZ_SPLITS.items():
+        sst2.write_npz(out / "dataset" / npz, sst2.read_tsv(out / "SST-2" / tsv), tokenizer)
 
 
 CHECKPOINT_FILES = ("config.json", "vocab.txt")  # and the weights, and tokenizer files if any
@@ -258,12 +273,15 @@ def stage(src: Path, out: Path) -> None:
     for f in sorted(p for p in ckpt.iterdir() if p.is_file()):
         harness.link_or_copy(f, out / "checkpoint" / f.name)
     (out / "SST-2").mkdir(parents=True, exist_ok=True)
-    for name in NPZ_SPLITS:
+    for name, npz in NPZ_SPLITS.items():
         if rows:
             (out / "SST-2" / name).unlink(missing_ok=True)  # never through a staged link
             write_tsv(out / "SST-2" / name, rows[name], end="")
+            harness.link_or_copy(root / "dataset" / npz, out / "dataset" / npz)
         else:
             harness.link_or_copy(root / "SST-2" / name, out / "SST-2" / name)
+    if not rows:
+        tokenize(out)
 
 
 def options(parser: argparse.ArgumentParser) -> None:

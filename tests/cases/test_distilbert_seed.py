@@ -29,7 +29,7 @@ SEQ = 512  # FlagPerf padded every row to the tokenizer's model_max_length
 def _prepare_module():
     spec = importlib.util.spec_from_file_location("distilbert_prepare", CASE_DIR / "prepare.py")
     mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(REPO / "cases"))  # prepare.py imports harness
+    sys.path[:0] = [str(REPO / "cases"), str(CASE_DIR)]  # prepare.py imports harness, sst2
     spec.loader.exec_module(mod)
     return mod
 
@@ -116,18 +116,10 @@ def test_prepare_from_flagperfs_tar(flagperf_tar: Path, tmp_path: Path) -> None:
         assert _rows(staged / "SST-2" / tsv) == want
     manifest = json.loads((staged / "fleetperf-data.json").read_text())
     assert manifest["synthetic"] is False and manifest["source"] == str(unpacked)
-    # The run.py's own reading of the staged rows gives FlagPerf's token ids back.
-    from transformers import AutoTokenizer
-
-    spec = importlib.util.spec_from_file_location("distilbert_run", CASE_DIR / "run.py")
-    run = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run)
-    tok = AutoTokenizer.from_pretrained(staged / "checkpoint")
-    rows = run.tokenize(tok, run.read_sst2(staged / "SST-2" / "dev.tsv"), SEQ)
-    with np.load(unpacked / "distilbert" / "dataset" / "eval_dataset.npz") as f:
-        ids, mask = f["input_ids"], f["attention_mask"]
-    want = [row[:n].tolist() for row, n in zip(ids, mask.sum(1), strict=True)]
-    assert [r[0] for r in rows] == want
+    # run.py reads FlagPerf's own arrays: the staged npz are hard links of the tar's.
+    for npz in ("train_dataset.npz", "eval_dataset.npz"):
+        src = unpacked / "distilbert" / "dataset" / npz
+        assert (staged / "dataset" / npz).stat().st_ino == src.stat().st_ino
 
 
 @pytest.mark.slow  # prepares from GLUE's TSVs
@@ -148,6 +140,15 @@ def test_prepare_from_glue_tsvs(tmp_path: Path) -> None:
     for name in ("train.tsv", "dev.tsv"):
         assert (staged / "SST-2" / name).read_bytes() == (glue / "SST-2" / name).read_bytes()
     assert (staged / "checkpoint" / "config.json").is_file()
+    # ... and tokenised as FlagPerf's create_train_eval_data.py does (what run.py reads).
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(staged / "checkpoint")
+    dev = _rows(staged / "SST-2" / "dev.tsv")
+    enc = tok([s for s, _ in dev], padding="max_length", truncation=True, max_length=SEQ)
+    with np.load(staged / "dataset" / "eval_dataset.npz") as f:
+        assert f["input_ids"].tolist() == enc["input_ids"]
+        assert f["label"].tolist() == [y for _, y in dev]
 
 
 def _damaged(flagperf_tar: Path, tmp_path: Path, **arrays: np.ndarray) -> Path:

@@ -61,6 +61,7 @@ HP = {
     "warmup_steps": 3,
     "seed": 1234,
     "num_workers": 0,
+    "epoch_order": "flagperf",
 }
 
 
@@ -148,6 +149,7 @@ def _model_flops(data_dir: Path) -> harness.ModelFlops:
     """The case's own FLOPs counting, applied to the staged checkpoint."""
     from transformers import DistilBertForSequenceClassification
 
+    sys.path.insert(0, str(CASE_DIR))  # run.py's own modules (sst2, flagperf_trainer)
     spec = importlib.util.spec_from_file_location("distilbert_pytorch_run", CASE_DIR / "run.py")
     run = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run)
@@ -182,7 +184,13 @@ def _check_rates(result: dict, world: int, data_dir: Path, threads: int) -> None
 def test_prepare_synthetic_layout(data_dir):
     from transformers import AutoTokenizer
 
-    for rel in ("checkpoint/config.json", "checkpoint/model.safetensors", "SST-2/dev.tsv"):
+    for rel in (
+        "checkpoint/config.json",
+        "checkpoint/model.safetensors",
+        "SST-2/dev.tsv",
+        "dataset/train_dataset.npz",
+        "dataset/eval_dataset.npz",
+    ):
         assert (data_dir / rel).is_file(), rel
     train = (data_dir / "SST-2" / "train.tsv").read_text().splitlines()
     dev = (data_dir / "SST-2" / "dev.tsv").read_text().splitlines()
@@ -311,13 +319,14 @@ def test_missing_data_dir_exits_2_naming_the_path(tmp_path):
 @pytest.mark.slow
 def test_missing_data_file_is_named(tmp_path, data_dir):
     partial = tmp_path / "partial"
-    (partial / "SST-2").mkdir(parents=True)
+    (partial / "dataset").mkdir(parents=True)
     (partial / "checkpoint").symlink_to(data_dir / "checkpoint")
-    (partial / "SST-2" / "train.tsv").symlink_to(data_dir / "SST-2" / "train.tsv")
+    train = "dataset/train_dataset.npz"
+    (partial / train).symlink_to(data_dir / train)
     run_dir = _run_dir(tmp_path, 1)
     proc = _run_workload(run_dir, partial, timeout=120)
     assert proc.returncode == 2
-    assert str(partial / "SST-2" / "dev.tsv") in proc.stderr
+    assert str(partial / "dataset" / "eval_dataset.npz") in proc.stderr
 
 
 # -- FlagPerf's schedule, cadence and stopping rule (issue 27 point 3) --------------------
@@ -335,12 +344,15 @@ def small_data(tmp_path_factory) -> Path:
 def no_perfect_score(small_data: Path, tmp_path_factory) -> Path:
     """small_data whose dev set holds one sentence twice with both labels: accuracy stays
     below 1 (a target above 1 is refused: hp.target_acc is a fraction)."""
+    import numpy as np
+
     out = tmp_path_factory.mktemp("imperfect") / "distilbert-pytorch"
     shutil.copytree(small_data, out)
-    dev = out / "SST-2" / "dev.tsv"
-    text, label = dev.read_text().splitlines()[1].rsplit("\t", 1)
-    with dev.open("a") as f:
-        f.write(f"{text}\t{1 - int(label)}\n")
+    dev = out / "dataset" / "eval_dataset.npz"  # the pre-tokenised rows run.py reads
+    with np.load(dev) as f:
+        arrays = {k: np.concatenate([f[k], f[k][:1]]) for k in f.files}
+    arrays["label"][-1] = 1 - arrays["label"][0]
+    np.savez(dev, **arrays)
     return out
 
 

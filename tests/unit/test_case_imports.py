@@ -248,8 +248,8 @@ def test_a_process_host_whose_python_lacks_an_import_is_refused_by_the_play(tmp_
     out = fp.batch("distilbert-pytorch", "cpu/CPUx1x1", args=("-i", str(inv)))
     assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
     assert (
-        f"host box1: {bare}/bin/python cannot import psutil, torch, transformers, yaml, which "
-        "distilbert-pytorch imports: install psutil, pyyaml, torch, transformers for it "
-        "(fleetperf_python)"
+        f"host box1: {bare}/bin/python cannot import numpy, psutil, torch, transformers, yaml, "
+        "which distilbert-pytorch imports: install numpy, psutil, pyyaml, torch, transformers "
+        "for it (fleetperf_python)"
     ) in out.stdout + out.stderr
     assert not list((tmp_path / "hosts" / "box1").glob("distilbert*"))  # no run dir
