@@ -36,6 +36,15 @@ SCORING = {
     "(FlagPerf's rule)",
     "letters": "the highest next-token logit among A/B/C/D (Hendrycks' rule)",
 }
+# The model's mode while scoring (hp mmlu_mode, its choices in case.yaml), as the record's
+# note describes them.
+MODES = {
+    "train": "scored in training mode, as FlagPerf's run_pretraining.py (95df9aac): "
+    "model.train() at each epoch's start, model.eval() only in evaluation(), which "
+    "run_validation=False skips, so LoRA dropout 0.05 was active while scoring",
+    "eval": "scored in eval mode (LoRA dropout off): fleetperf's own correction, not "
+    "FlagPerf's (the seed's MMLU ran in training mode)",
+}
 
 
 @dataclass(frozen=True)
@@ -177,3 +186,17 @@ def overall(per_subject: dict[str, dict[str, float]]) -> float:
     """Accuracy over all questions (MMLU's "weighted" average)."""
     correct = sum(s["correct"] for s in per_subject.values())
     return correct / sum(s["total"] for s in per_subject.values())
+
+
+@torch.no_grad()
+def score_model(
+    model: Any, device: Any, items: list[Item], letters: list[int], scoring: str, mode: str
+) -> dict[str, dict[str, float]]:
+    """Per-subject results of ``model`` (``score``) in ``mode`` (``MODES``), no autocast as
+    FlagPerf's (a float16 model scores in float16); the model is left in training mode."""
+    model.train(mode == "train")
+    try:
+        logits_of = lambda ids: model(input_ids=ids.to(device), logits_to_keep=1).logits  # noqa: E731
+        return score(logits_of, items, letters, scoring)
+    finally:
+        model.train()

@@ -12,8 +12,9 @@ blocks of max_seq_length tokens (no padding), read in order for hp num_epochs ep
 loss is FlagPerf's ``avg_train_loss``, the mean of the epochs' mean losses. Then MMLU
 k-shot (mmlu.py) over hp mmlu_subjects (all: FlagPerf loops its 57 TASKS), each prompt cut
 to max_seq_length; RUN_DIR/mmlu_subjects.json has each subject's result. The seed's MMLU
-only checks the model works: a run passes on a finite loss. ``mfu_flagperf`` is FlagPerf's
-MFU beside the harness's ``mfu``.
+only checks the model works: a run passes on a finite loss. MMLU is scored in training
+mode, as FlagPerf's (hp mmlu_mode; eval: fleetperf's own). ``mfu_flagperf`` is FlagPerf's
+MFU beside the harness's ``mfu`` (lora_record.py, with the record's notes).
 """
 
 from __future__ import annotations
@@ -25,13 +26,12 @@ from pathlib import Path
 from typing import Any
 
 import harness
+import lora_record
 import mmlu
 import samsum
 import torch
 
 CHECKPOINT = "llama2_7b_hf"
-# FlagPerf's nominal parameter count in its MFU (run_pretraining.py: 7000000000.0).
-FLAGPERF_PARAMS = 7.0e9
 # The seed's LoraConfig (FlagPerf llama2_7b_finetune-pytorch), field for field.
 LORA = {
     "task_type": "CAUSAL_LM",
@@ -67,16 +67,6 @@ def lora_optimizer(model: Any, hp: Any, precision: str) -> torch.optim.Optimizer
     )
 
 
-def flagperf_mfu(run: harness.Run) -> float | None:
-    """FlagPerf's MFU: tokens/p/s x 2 x 7e9 / hp theory_flops (run_pretraining.py: 2 FLOPs
-    per parameter of the nominal 7B, a forward only, over the A100's TF32 peak for every
-    precision); None where theory_flops is 0 (a chip FlagPerf names no peak for)."""
-    rate = harness.throughput_metrics(run.totals())["tokens_per_s_per_device"]
-    if not rate or run.hp.theory_flops <= 0:
-        return None
-    return rate * 2 * FLAGPERF_PARAMS / run.hp.theory_flops
-
-
 def model_flops(model: Any, seq_len: int) -> tuple[harness.ModelFlops, int]:
     """LoRA training FLOPs per token, 4N + 6N_lora + 12LHQT, and N_lora."""
     c = model.config
@@ -88,31 +78,6 @@ def model_flops(model: Any, seq_len: int) -> tuple[harness.ModelFlops, int]:
     )
     formula = f"4N+6N_lora+12LHQT, N={n_frozen} frozen without embeddings, N_lora={n_lora}, "
     return harness.ModelFlops(per_token, 0.0, formula + f"T={seq_len}"), n_lora
-
-
-@torch.no_grad()
-def score_mmlu(run: harness.Run, model: Any, items: list[mmlu.Item], letters: list[int]) -> dict:
-    """Per-subject MMLU results of ``model`` (mmlu.score); no autocast, as FlagPerf's (a
-    float16 model scores in float16)."""
-    model.eval()
-    per_subject = mmlu.score(
-        lambda ids: model(input_ids=ids.to(run.device.torch_device), logits_to_keep=1).logits,
-        items,
-        letters,
-        run.hp.mmlu_scoring,
-    )
-    model.train()
-    return per_subject
-
-
-FP32_NOTE = "weights in fp32; MMLU without autocast (as FlagPerf)"
-# What each precision ran, as FlagPerf's use_fp16 (fp16) or the harness's cast (bf16).
-PRECISION_NOTES = {
-    "fp16": "fp16 as FlagPerf's use_fp16: model.half() (every weight float16), autocast, a "
-    "GradScaler and a fused AdamW on the float16 adapters; MMLU in float16 without autocast",
-    "bf16": "bf16: every weight bfloat16 (device.cast_weights; FlagPerf has no bf16 path), "
-    "autocast; MMLU in bfloat16 without autocast",
-}
 
 
 def main(run: harness.Run) -> None:
@@ -163,46 +128,27 @@ def main(run: harness.Run) -> None:
     per_subject: dict[str, dict[str, float]] = {}
 
     def evaluate() -> dict[str, float]:
-        per_subject.update(score_mmlu(run, model, items, letters))
+        scored = mmlu.score_model(
+            model, device.torch_device, items, letters, hp.mmlu_scoring, hp.mmlu_mode
+        )
+        per_subject.update(scored)
         return {"acc": mmlu.overall(per_subject)}
 
     run.evaluate(evaluate)  # after training, inside the window (out of p_train and p_core)
     (run.run_dir / "mmlu_subjects.json").write_text(json.dumps(per_subject, indent=1))
 
     loss = sum(epoch_losses) / len(epoch_losses)  # FlagPerf's avg_train_loss
-    acc = mmlu.overall(per_subject)
-    notes = [
-        f"LoRA (seed's LoraConfig): {n_lora} trainable parameters of {n_total}; base frozen",
-        f"loss: FlagPerf's avg_train_loss, the mean over {len(epoch_losses)} epochs of each "
-        "epoch's mean step loss",
-        f"acc: MMLU {hp.mmlu_shots}-shot over {len(items)} questions of {len(per_subject)} "
-        f"subjects (mmlu_subjects={hp.mmlu_subjects}; FlagPerf's TASKS: MMLU's 57; all "
-        "questions weighted equally), "
-        f"mmlu_scoring={hp.mmlu_scoring}: {mmlu.SCORING[hp.mmlu_scoring]}; per subject in "
-        "mmlu_subjects.json",
-        "no accuracy target (seed: MMLU only checks the fine-tuned model works): "
-        "passed = num_epochs trained to a finite loss",
-        "samples are packed blocks of max_seq_length tokens: every token is real",
-        "mfu_flagperf: FlagPerf's MFU, tokens/p/s x 2 x 7e9 / theory_flops "
-        f"({hp.theory_flops:g}); mfu: the harness's, model FLOPs over the peak of the math run",
-        PRECISION_NOTES.get(device.precision, FP32_NOTE),
-    ]
-    cut = sum(i.cut > 0 for i in items)
-    if cut:
-        notes.append(f"MMLU: {cut} prompts cut to max_seq_length={hp.max_seq_length} (as FlagPerf)")
-    if acc == 0 and hp.mmlu_scoring == "vocab":
-        notes.append(
-            "acc 0: under FlagPerf's rule only a letter as the argmax over the whole vocabulary "
-            "counts; a model never trained to answer (the synthetic one) puts no letter first"
-        )
+    params = (n_lora, n_total)
     run.finish(
         flops,
         metrics={
             "lora_params": n_lora,
             "loss": loss if math.isfinite(loss) else None,
-            "mfu_flagperf": flagperf_mfu(run),
+            "mfu_flagperf": lora_record.flagperf_mfu(run),
         },
-        notes=notes,
+        notes=lora_record.notes(
+            hp, device.precision, params, len(epoch_losses), items, per_subject
+        ),
         converged=math.isfinite(loss),
         message=None if math.isfinite(loss) else f"training loss is {loss}",
         extra={"mmlu_subjects": {name: s["acc"] for name, s in per_subject.items()}},
