@@ -13,8 +13,10 @@ field. Standard library and PyYAML only: the controller imports it and never tor
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,10 +62,61 @@ class _Loader(yaml.SafeLoader):
 _Loader.add_implicit_resolver("tag:yaml.org,2002:float", FLOAT, list("-+0123456789"))
 
 
+class NumberError(ValueError):
+    """A number YAML would read as something else than written, or not at all (issue 39
+    point 8); ``field``: its dotted path in the document, "" for a lone scalar."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(problem)
+        self.field = field
+
+
 def yaml_load(text: str) -> Any:
     """YAML as every file of a case is read (case.yaml, vendor configs, ``--set`` values);
-    raises yaml.YAMLError."""
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+    raises yaml.YAMLError, or NumberError for a number that is not finite as written."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _finite_numbers(loader, node, "", set())
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _finite_numbers(loader: _Loader, node: yaml.Node, field: str, seen: set[int]) -> None:
+    """NumberError for a number under ``node`` that is not a finite one as written: .nan
+    passes every bound (it compares false), .inf and 1e400 (inf) fail none above, 1e-400
+    reads as 0, which some keys take as "no limit" (max_gib); "!!float x" and an integer past
+    Python's 4300 digits raise ValueError. ``seen``: the nodes walked, each once however many
+    aliases name it."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+            _finite_numbers(loader, value, f"{field}.{name}" if field else str(name), seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _finite_numbers(loader, item, f"{field}.{i}" if field else str(i), seen)
+    elif node.tag in ("tag:yaml.org,2002:float", "tag:yaml.org,2002:int"):
+        text = (
+            node.value
+            if len(node.value) <= 40
+            else f"{node.value[:20]}... ({len(node.value)} characters)"
+        )
+        try:
+            value = loader.construct_object(node)
+        except ValueError:  # "!!float x", or an integer past Python's 4300 digits
+            raise NumberError(field, f"{text} is not a number that can be read") from None
+        if not isinstance(value, float):
+            return
+        if not math.isfinite(value):
+            raise NumberError(field, f"{text} is not a finite number")
+        if value == 0 and re.search("[1-9]", node.value.lower().partition("e")[0]):
+            raise NumberError(field, f"{text} is too small for a float: it would read as 0")
 
 
 def read_mapping(path: Path, where: str) -> dict[str, Any]:
@@ -76,6 +129,8 @@ def read_mapping(path: Path, where: str) -> dict[str, Any]:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
         raise InputError(f"{where}:{line} not valid YAML") from None
+    except NumberError as exc:
+        raise InputError(f"{where}: {exc.field or 'top level'}: {exc}") from None
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a mapping at the top level")
     return data
@@ -393,6 +448,8 @@ class _Fields:
 def _typed(value: Any, kind: type, expected: str = "") -> Any:
     """``value`` as a ``kind``: an int is a float, a bool is no number; ValueError else."""
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        if abs(value) > sys.float_info.max:  # float() would raise OverflowError
+            raise ValueError(f"expected {expected or kind.__name__} (got an integer past 1.8e308)")
         return float(value)
     if isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool)):
         return value

@@ -20,6 +20,7 @@ import yaml
 from harness.case import (
     MODEL_METRICS,
     CaseFile,
+    NumberError,
     case_file,
     did_you_mean,
     read_mapping,
@@ -209,7 +210,8 @@ def load_config(case: CaseFile, ref: str) -> VendorConfig:
 
 
 def parse_sets(pairs: list[str]) -> dict[str, Any]:
-    """``key=value`` strings from the command line; values read as YAML scalars."""
+    """``key=value`` strings from the command line; values read as YAML scalars, a float
+    only where it is finite as written (.nan, 1e400 and 1e-400 refused)."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
@@ -219,6 +221,9 @@ def parse_sets(pairs: list[str]) -> dict[str, Any]:
             out[key.strip()] = clean_tree(yaml_load(raw)) if raw.strip() else ""
         except yaml.YAMLError:
             raise CatalogError(f"--set {key}: value {raw!r} is not a valid scalar") from None
+        except NumberError as exc:
+            field = ".".join(p for p in (key.strip(), exc.field) if p)
+            raise CatalogError(f"--set {field}: {exc}") from None
     return out
 
 
