@@ -275,7 +275,7 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
         for record in records:  # json and csv records hold them: the tables go with progress
             title = f"{record.case} {record.vendor}/{record.config} run {short_id(record.run_id)}"
             print(f"\n#### {printable(title)}", file=progress)
-            print(printable(monitoring_text(record)), file=progress)
+            print(printable(monitoring_text(record, brief=True)), file=progress)
     flags = [flag_line(r, c) for r in records if r.verdict for c in r.verdict.flagged]
     for line in flags:
         print(printable(line), file=progress)

@@ -29,7 +29,14 @@ from tui.engine.session import Session, check_run_id
 from tui.localfleet import fleet as localfleet
 from tui.results.interrupted import interrupted_line
 from tui.results.record import STATUSES, RunRecord, utc_iso
-from tui.results.tables import FORMATS, config_env_text, monitoring_text, peak_text, render
+from tui.results.tables import (
+    FORMATS,
+    config_env_text,
+    hp_text,
+    monitoring_text,
+    peak_text,
+    render,
+)
 
 if TYPE_CHECKING:
     from tui.results.transfer import Merged
@@ -422,7 +429,8 @@ def cmd_results(args: argparse.Namespace) -> int:
             session.close()
     if records or args.format != "md":  # JSON and CSV stay machine-readable when empty
         print(printable(render(records, args.format, ids=True)))
-        if args.run_id and args.format == "md":  # one run: notes, what MFU divides, energy, env
+        if args.run_id and args.format == "md":  # one run: hp, notes, MFU's peak, energy, env
+            print("\n" + printable(hp_text(records[0], _configured_hp(records[0]))))
             print("\n" + printable(notes_text(records[0])))
             print("\n" + printable(peak_text(records[0])))
             print("\n" + printable(monitoring_text(records[0])))
@@ -444,6 +452,17 @@ def _read_stores(args: argparse.Namespace) -> Merged:
     for note in merged.notes:
         print(printable(f"fleetperf: {note}"), file=sys.stderr)
     return merged
+
+
+def _configured_hp(record: RunRecord) -> dict[str, object] | None:
+    """What the run's config resolves to in this checkout (case defaults < config); None
+    where the case or config is not here (another controller's, or renamed)."""
+    try:
+        case = catalog.load_case(record.case)
+        config = catalog.load_config(case, f"{record.vendor}/{record.config}")
+    except CatalogError:
+        return None
+    return {**case.defaults, **config.overrides}
 
 
 def notes_text(record: RunRecord) -> str:

@@ -26,10 +26,22 @@ def test_a_cpu_base_run_records_and_prints_its_energy_and_monitoring(tmp_path: P
     shown = out.stdout.split(f"#### base-memory-bandwidth cpu/CPUx1x1 run {short}\n", 1)[1]
     energy = "| host | item | average power (W) | max power (W) | power std (W) | TDP (W) |"
     assert shown.startswith("energy and monitoring (1 host(s); localhost: ")
-    assert energy in shown
+    # --batch (issue 41 point 9): what was measured, one line for what was not; no column
+    # or row without a figure, no notes (fleetperf results RUN says why).
     cpu = f"{host['cpu_percent']['avg']:.1f} | {host['host_mem_percent']['avg']:.1f}"
-    assert f"| localhost | system | {cpu} |  |" in shown
+    block = shown.split("\n\n\n", 1)[0].rstrip("\n").splitlines()
+    measured = "| host | item | average CPU use (%) | average memory use (%) |"
+    assert measured in block and f"| localhost | system | {cpu} |" in block
+    assert "—" not in shown and "  - " not in shown
+    assert block[-1].startswith("not measured: ")
+    assert (
+        "device readings, system TDP" in block[-1]
+        and f"(fleetperf results {short} says why)" in block[-1]
+    )
+    assert ("CPU power" in block[-1]) == (host["cpu_power_w"] is None)
+    assert len(block) <= 12
 
-    detail = fp.run("results", rec["run_id"])
+    detail = fp.run("results", rec["run_id"])  # the whole tables, with their notes
     assert detail.returncode == 0, detail.stderr
     assert energy in detail.stdout and f"| localhost | system | {cpu} |  |" in detail.stdout
+    assert "host localhost: no device readings" in detail.stdout

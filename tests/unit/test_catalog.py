@@ -300,11 +300,24 @@ def test_a_case_metric_reaches_the_record_and_the_table(cases: Path) -> None:
 
 def test_fix_hp_shows_the_seeds_hyperparameters_not_run_settings() -> None:
     case = catalog.load_case("distilbert-pytorch")
+    spec = catalog.resolve(case, catalog.load_config(case, "cpu/CPUx1x1"))
+    assert not {"max_samples", "log_every_steps", "precision", "seed"} & set(spec.seed_fix_hp)
+
+
+def test_fix_hp_shows_what_the_command_line_set_run_settings_too() -> None:
+    """Issue 41 point 3: a capped run (--set max_samples, or --smoke's) read as a full one."""
+    case = catalog.load_case("distilbert-pytorch")
+    config = catalog.load_config(case, "cpu/CPUx1x1")
     sets = catalog.parse_sets(["train_batch_size=8", "max_samples=640", "log_every_steps=1"])
-    spec = catalog.resolve(case, catalog.load_config(case, "cpu/CPUx1x1"), sets)
+    spec = catalog.resolve(case, config, sets)
     assert spec.seed_fix_hp["train_batch_size"] == 8
-    assert not {"max_samples", "log_every_steps", "precision"} & set(spec.seed_fix_hp)
-    assert spec.fix_hp["max_samples"] == 640 and spec.hp["log_every_steps"] == 1  # kept
+    assert spec.seed_fix_hp["max_samples"] == 640 and spec.seed_fix_hp["log_every_steps"] == 1
+    assert "precision" not in spec.seed_fix_hp  # its own column
+    smoke = catalog.resolve(case, config, smoke=True)
+    assert smoke.seed_fix_hp["max_samples"] == smoke.hp["max_samples"] > 0
+    # A value the config already has is no change: not shown.
+    same = catalog.resolve(case, config, {"max_samples": spec.case.defaults["max_samples"]})
+    assert "max_samples" not in same.seed_fix_hp
 
 
 def test_invalid_yaml_names_the_line(cases: Path) -> None:

@@ -82,6 +82,9 @@ class RunSpec(_Strict):
     hp: dict[str, Any]
     fix_hp: dict[str, Any]
     smoke: bool = False  # --smoke: case.yaml's smoke.hp applied; no target, not judged
+    # What --set and --smoke gave: shown in seed_fix_hp even where they are run settings,
+    # so a capped run (max_samples) never reads as a full one (issue 41 point 3).
+    given: dict[str, Any] = {}
 
     @property
     def precision(self) -> str:
@@ -95,7 +98,13 @@ class RunSpec(_Strict):
         in_column = "precision" in self.case.report
         hidden = {*(["precision"] if in_column else []), *self.case.settings}
         shown = {k: self.hp[k] for k in self.case.fix_hp_shows}
-        return {**shown, **{k: v for k, v in self.fix_hp.items() if k not in hidden}}
+        configured = {**self.case.defaults, **self.config.overrides}
+        given = {
+            k: self.hp[k]
+            for k in self.given
+            if self.hp[k] != configured.get(k) and not (k == "precision" and in_column)
+        }
+        return {**shown, **{k: v for k, v in self.fix_hp.items() if k not in hidden}, **given}
 
     @property
     def world_size(self) -> int:
@@ -243,7 +252,8 @@ def resolve(
     if problem:  # what the workload would refuse at start (case.yaml needs_two_processes)
         raise CatalogError(f"{_rel(config.path)}: {problem}")
     fix_hp = {k: v for k, v in hp.items() if v != case.defaults[k]}
-    return RunSpec(case=case, config=config, hp=hp, fix_hp=fix_hp, smoke=smoke)
+    given = {**smoke_hp(case, smoke), **sets}
+    return RunSpec(case=case, config=config, hp=hp, fix_hp=fix_hp, smoke=smoke, given=given)
 
 
 def smoke_hp(case: CaseFile, smoke: bool) -> dict[str, Any]:

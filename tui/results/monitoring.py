@@ -275,6 +275,50 @@ def monitoring_table(monitoring: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+# A device's figures as the one line of what was not measured names them.
+_DEVICE_SHORT = {
+    "power_w": "power",
+    "power_limit_w": "TDP",
+    "temp_c": "temperature",
+    "mem_percent": "memory use",
+    "util": "utilisation",
+}
+_HOST_SHORT = {"cpu_percent": "CPU use", "host_mem_percent": "host memory use"}
+_HOST_SHORT["cpu_power_w"] = "CPU power"
+
+
+def unmeasured(monitoring: dict[str, Any]) -> list[str]:
+    """What the tables lack, each once: 'CPU power', 'device readings (h2)' (the hosts
+    named where not every host lacks it), and the system TDP, which no source gives."""
+    lacking: dict[str, list[str]] = {}
+    for host in monitoring["hosts"]:
+        missing = [words for key, words in _HOST_SHORT.items() if host[key] is None]
+        missing += [] if host["devices"] else ["device readings"]
+        for dev in host["devices"]:
+            missing += [
+                f"device {dev['device']} {words}"
+                for key, words in _DEVICE_SHORT.items()
+                if dev[key] is None
+            ]
+        for what in missing:
+            lacking.setdefault(what, []).append(host["host"])
+    every = len(monitoring["hosts"])
+    named = [w if len(h) == every else f"{w} ({', '.join(h)})" for w, h in lacking.items()]
+    return [*named, "system TDP"]
+
+
+def measured(header: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """A table cut to what was measured: the rows and the figure columns (after host and
+    item) with at least one figure; no rows where nothing was."""
+
+    def figure(cell: str) -> bool:
+        return cell not in (UNKNOWN, "")
+
+    rows = [row for row in rows if any(figure(c) for c in row[2:])]
+    keep = [i for i in range(len(header)) if i < 2 or any(figure(row[i]) for row in rows)]
+    return [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
+
+
 def sampled(monitoring: dict[str, Any]) -> str:
     """What the tables were computed from: '2 host(s); h1: 12 samples over 110 s'."""
     spans = [

@@ -30,7 +30,7 @@ from tui.core.text import html_text
 from tui.results import monitoring
 from tui.results.record import RunRecord, is_run_id
 from tui.results.references import Reference, comparable_key, history_band
-from tui.results.tables import case_table, format_fix_hp
+from tui.results.tables import capped, case_table, format_fix_hp
 
 MAX_POINTS = 200  # a history chart shows a series' newest this many runs
 MAX_CURVE = 500  # a loss curve is thinned to about this many points
@@ -418,12 +418,31 @@ def _flagged(run: RunRecord, metric: str) -> bool:
     return run.verdict is not None and any(c.metric == metric for c in run.verdict.flagged)
 
 
-def _series_title(runs: list[RunRecord]) -> str:
+def _series_title(runs: list[RunRecord], differ: str = "") -> str:
     r = runs[-1]
-    hp = format_fix_hp(r.fix_hp, r.short_names)
+    hp = format_fix_hp(r.fix_hp, r.short_names) + (f" ({differ})" if differ else "")
     accel = r.environment.get("accelerator") or "accelerator not reported"
     data = "synthetic data" if r.synthetic_data else "real data"
     return f"{r.vendor}/{r.config}, {hp}, {accel}, {data}: {len(runs)} passed run(s)"
+
+
+def series_titles(groups: dict[tuple, list[RunRecord]]) -> dict[tuple, str]:
+    """Each series' heading; series that would read alike (their fix_hp hides a run
+    setting such as max_samples, which comparable_key holds) name the settings where
+    they differ: never two groups under one heading."""
+    plain = {key: _series_title(runs) for key, runs in groups.items()}
+    titles = dict(plain)
+    for title in set(plain.values()):
+        alike = [key for key, t in plain.items() if t == title]
+        if len(alike) < 2:
+            continue
+        hps = {key: dict(groups[key][-1].hp) for key in alike}
+        names = sorted({k for hp in hps.values() for k in hp})
+        differ = [k for k in names if len({repr(hp.get(k)) for hp in hps.values()}) > 1]
+        for key in alike:
+            shown = {k: hps[key].get(k, "(unset)") for k in differ}
+            titles[key] = _series_title(groups[key], format_fix_hp(shown, {}))
+    return titles
 
 
 # -- the page -------------------------------------------------------------------------
@@ -443,10 +462,28 @@ def _html_table(header: list[str], rows: list[list[str]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _newest_per_config(records: Sequence[RunRecord]) -> list[RunRecord]:
-    newest: dict[tuple, RunRecord] = {}
+def short_of_full(run: RunRecord) -> str:
+    """Why a passed run is not a config's full, judged run ('' when it is): a smoke run,
+    a capped one, one not judged (--no-judge)."""
+    if run.smoke:
+        return "a smoke run (--smoke)"
+    if capped(run):
+        return f"capped (max_samples={run.fix_hp['max_samples']})"
+    return "not judged (--no-judge)" if run.verdict is None else ""
+
+
+def newest_per_config(records: Sequence[RunRecord]) -> list[RunRecord]:
+    """The seeds' table's rows: per config, the newest passed run of each fix_hp among its
+    full, judged runs; only where a config has none, among its smoke, capped or unjudged
+    ones (the page says so: short_of_full)."""
+    passed: dict[tuple[str, str], list[RunRecord]] = {}
     for r in records:
         if r.status == "passed":
+            passed.setdefault((r.vendor, r.config), []).append(r)
+    newest: dict[tuple, RunRecord] = {}
+    for runs in passed.values():
+        full = [r for r in runs if not short_of_full(r)]
+        for r in full or runs:
             newest[(r.vendor, r.config, json.dumps(r.fix_hp, sort_keys=True))] = r
     return sorted(newest.values(), key=lambda r: (r.vendor, r.config, r.started))
 
@@ -463,11 +500,19 @@ def _case_section(
     case: str, records: list[RunRecord], shown: list[RunRecord], results_dir: Path
 ) -> Iterator[str]:
     yield f'<section class="case" id="case-{_slug(case)}"><h2>{_e(case)}</h2>'
-    newest = _newest_per_config(shown)
+    newest = newest_per_config(shown)
     if newest:
         header, rows, legend = case_table(newest, ids=True)
         yield "<h3>The seeds' table (newest passed run per config and hyperparameters)</h3>"
         yield _html_table(header, rows) + (f'<p class="note">{_e(legend)}</p>' if legend else "")
+        short = [
+            f"{r.vendor}/{r.config}: run {r.run_id} is {why}, the only kind of run it has"
+            for r in newest
+            if (why := short_of_full(r))
+        ]
+        if short:
+            items = "".join(f"<li>{_e(line)}</li>" for line in short)
+            yield f'<p class="flag">Not full, judged runs:</p><ul class="note">{items}</ul>'
         yield "<h3>Energy and monitoring of the same runs (from their sys samples)</h3>"
         for run in newest:
             yield from _monitoring_tables(run)
@@ -483,11 +528,16 @@ def _case_section(
     yield from _references_table(refs, registry, newest)
     yield "<h3>History (band: median of the last runs ± max(3 MADs, tolerance); red: flagged)</h3>"
     shown_ids = {r.run_id for r in shown}
-    for runs in series(records).values():
+    groups = series(records)
+    titles = series_titles(groups)
+    for key, runs in groups.items():
         window = [r for r in runs if r.run_id in shown_ids]
         if not window:
             continue
-        yield f"<h4>{_breakable(_series_title(runs))}</h4>"
+        yield f"<h4>{_breakable(titles[key])}</h4>"
+        if len(window) < 2:  # one point is no history: its figures are in the table above
+            yield '<p class="note">one run shown: a history chart needs two</p>'
+            continue
         for metric in registry.values():
             if metric.higher_is_better is None or all(
                 r.metrics.get(metric.name) is None for r in window
@@ -501,8 +551,11 @@ def _case_section(
                 metric, pts, [bands[i] for i in keep], [_flagged(r, metric.name) for r in pts]
             )
     last = shown[-1]
-    yield f"<h3>Loss curve of the newest run ({_e(last.run_id)}, {_e(last.status)})</h3>"
     curve = step_curve(results_dir, last.run_id, "loss")
+    if len(curve) < 2 and all(r.metrics.get("loss") is None for r in shown):
+        yield "</section>"  # a base case: no loss to draw, and none missing
+        return
+    yield f"<h3>Loss curve of the newest run ({_e(last.run_id)}, {_e(last.status)})</h3>"
     if len(curve) >= 2:
         yield loss_chart(curve)
     else:

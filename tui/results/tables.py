@@ -135,7 +135,9 @@ def case_table(runs: list[RunRecord], ids: bool) -> tuple[list[str], list[list[s
         metrics.update(run.registry())
     # A failed/aborted run keeps its partial numbers, so the table must say it did not pass;
     # a run on a busy host, on synthetic data or a smoke run is not silently mixed in.
-    show_status = any(r.status != "passed" or r.loaded or r.synthetic_data or r.smoke for r in runs)
+    show_status = any(
+        r.status != "passed" or r.loaded or r.synthetic_data or r.smoke or capped(r) for r in runs
+    )
     header = [
         *(["run", "date"] if ids else []),
         "配置",
@@ -235,6 +237,29 @@ def peak_text(run: RunRecord) -> str:
     return "\n".join(["peak (what MFU divides; per device):", *lines])
 
 
+def hp_text(run: RunRecord, configured: dict[str, Any] | None) -> str:
+    """The run's hyperparameters that differ from its config's (``configured``: the case's
+    defaults under the config's overrides; None where this checkout lacks the config),
+    for ``fleetperf results RUN_ID``: a capped or changed run says how."""
+    where = f"{run.vendor}/{run.config}"
+    if not run.hp:
+        return "hyperparameters: not in the record (a run before fleetperf kept them)"
+    if configured is None:
+        every = format_fix_hp(run.hp, {})
+        return f"hyperparameters ({where} is not in this checkout's catalog): {every}"
+    differ = [k for k in sorted({*run.hp, *configured}) if run.hp.get(k) != configured.get(k)]
+    if not differ:
+        return f"hyperparameters: as {where} sets them"
+    rows = [(k, _hp_shown(run.hp, k), _hp_shown(configured, k)) for k in differ]
+    width = max(len(k) for k, _, _ in rows)
+    lines = [f"  {k.ljust(width)}  {mine}  (config: {theirs})" for k, mine, theirs in rows]
+    return "\n".join([f"hyperparameters that differ from {where}'s:", *lines])
+
+
+def _hp_shown(hp: dict[str, Any], key: str) -> str:
+    return _hp_value(hp[key]) if key in hp else "(unset)"
+
+
 def config_env_text(run: RunRecord) -> str:
     """The environment variables the run's config set (``fleetperf results RUN_ID``)."""
     if not run.config_env:
@@ -243,9 +268,10 @@ def config_env_text(run: RunRecord) -> str:
     return "\n".join(["env from the config ({data_dir}: the case's data directory):", *lines])
 
 
-def monitoring_text(run: RunRecord) -> str:
+def monitoring_text(run: RunRecord, brief: bool = False) -> str:
     """The run's energy and monitoring tables (docs/monitoring.md) and their notes, for
-    ``--batch`` and ``fleetperf results RUN_ID``."""
+    ``fleetperf results RUN_ID``; ``brief`` (``--batch``, a block per run): what was
+    measured, and one line for what was not (the notes say why)."""
     summary = run.monitoring
     if summary is None:
         return (
@@ -257,8 +283,16 @@ def monitoring_text(run: RunRecord) -> str:
         (monitoring.ENERGY_HEADER, monitoring.energy_table(summary)),
         (monitoring.MONITORING_HEADER, monitoring.monitoring_table(summary)),
     ):
-        lines += ["", _md_row(header), _md_row(["---"] * len(header))]
-        lines += [_md_row(cells) for cells in rows]
+        if brief:
+            header, rows = monitoring.measured(header, rows)
+        if rows:
+            lines += ["", _md_row(header), _md_row(["---"] * len(header))]
+            lines += [_md_row(cells) for cells in rows]
+    if brief:
+        lacking = ", ".join(monitoring.unmeasured(summary))
+        why = f"fleetperf results {short_id(run.run_id)} says why"
+        lines.append(f"\nnot measured: {lacking} ({why})")
+        return "\n".join(lines)
     lines.append(f"\n{monitoring.UNKNOWN}: not given by the hardware; empty: does not apply.")
     lines += [f"  - {note}" for note in summary["notes"]]
     return "\n".join(lines)
@@ -319,7 +353,15 @@ def _status_cell(run: RunRecord) -> str:
         cell += " (synthetic data: fleetperf prepare --synthetic)"
     if run.smoke:
         cell += " (smoke: --smoke, a short run of the pipeline; not judged)"
+    elif capped(run):
+        cell += f" (capped: max_samples={run.fix_hp['max_samples']}, not a full run)"
     return cell
+
+
+def capped(run: RunRecord) -> bool:
+    """Cut short by a sample cap from --set or --smoke (its fix_hp names max_samples, which
+    the catalog shows where the command line set it): its numbers are not a full run's."""
+    return bool(run.fix_hp.get("max_samples"))
 
 
 def render(records: Iterable[RunRecord], fmt: str, ids: bool = False) -> str:
