@@ -49,8 +49,8 @@ def main(data: Path, out: Path) -> None:
     with torch.inference_mode():
         local = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
         start = vp.vocab_start(local.shape[-1])
-        nll = vp.token_nll(local[:, :-1], target, start)
-        greedy = vp.greedy(local[:, :-1], start)
+        nll, peak = vp.token_nll(local[:, :-1], target, start)
+        greedy = vp.greedy(local[:, :-1], start, peak)
         texts = vp.text_means(nll, batch["attention_mask"][:, 1:].float())
         s = vp.tally(nll, texts, greedy, batch)
         logits = gathered(local)

@@ -53,10 +53,10 @@ def scored_pass(
             batch = {k: v.to(run.device.torch_device) for k, v in host.items()}
             mask = None if flagscale else batch["attention_mask"]
             logits = model(input_ids=batch["input_ids"], attention_mask=mask).logits[:, :-1]
-            nll = vp.token_nll(logits, batch["input_ids"][:, 1:], start)
+            nll, peak = vp.token_nll(logits, batch["input_ids"][:, 1:], start)
             texts = vp.text_means(nll, batch["attention_mask"][:, 1:].float())
         with torch.inference_mode():  # acc: fleetperf's, after FlagScale's window
-            total += vp.tally(nll, texts, vp.greedy(logits, start), batch)
+            total += vp.tally(nll, texts, vp.greedy(logits, start, peak), batch)
     return total
 
 

@@ -57,10 +57,13 @@ def vocab_start(width: int) -> int:
     return sum(widths[: dist.get_rank()])
 
 
-def token_nll(logits: torch.Tensor, target: torch.Tensor, start: int) -> torch.Tensor:
+def token_nll(
+    logits: torch.Tensor, target: torch.Tensor, start: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Each position's negative log-likelihood of ``target`` from this rank's vocabulary
     slice ``logits`` [..., width] starting at id ``start``: Megatron's
-    vocab_parallel_cross_entropy (forward, fp32 as FlagScale's ``output.float()``)."""
+    vocab_parallel_cross_entropy (forward, fp32 as FlagScale's ``output.float()``). Also
+    each position's highest logit over the whole vocabulary, which ``greedy`` reuses."""
     logits = logits.float()
     peak = _all_reduce(logits.max(-1).values, dist.ReduceOp.MAX)
     shifted = logits - peak.unsqueeze(-1)
@@ -69,7 +72,7 @@ def token_nll(logits: torch.Tensor, target: torch.Tensor, start: int) -> torch.T
     picked = shifted.gather(-1, local.masked_fill(outside, 0).unsqueeze(-1)).squeeze(-1)
     picked = _all_reduce(picked.masked_fill(outside, 0.0), dist.ReduceOp.SUM)
     sum_exp = _all_reduce(shifted.exp_().sum(-1), dist.ReduceOp.SUM)
-    return sum_exp.log() - picked
+    return sum_exp.log() - picked, peak
 
 
 def text_means(nll: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -77,13 +80,12 @@ def text_means(nll: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     return (nll * valid).sum(-1) / valid.sum(-1)
 
 
-def greedy(logits: torch.Tensor, start: int) -> torch.Tensor:
+def greedy(logits: torch.Tensor, start: int, peak: torch.Tensor) -> torch.Tensor:
     """The id of the highest logit over the whole vocabulary, the lowest id on a tie (as
-    torch.argmax over gathered logits), from each rank's slice: two all-reduces of one
-    value per position."""
+    torch.argmax over gathered logits), from each rank's slice and ``peak`` (token_nll's
+    highest logit of each position): one all-reduce of one value per position."""
     best, at = logits.max(-1)
-    top = _all_reduce(best.clone(), dist.ReduceOp.MAX)
-    ids = (at + start).masked_fill(best != top, NO_ID)
+    ids = (at + start).masked_fill(best.float() != peak, NO_ID)  # a half is exact as fp32
     return _all_reduce(ids, dist.ReduceOp.MIN)
 
 

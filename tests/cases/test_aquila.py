@@ -77,8 +77,8 @@ def test_scoring_by_hand() -> None:
     logits[0, 0, 2] = logits[0, 1, 3] = 2.0  # text 1: every next token right
     logits[1, 1, 3] = logits[1, 2, 0] = 2.0  # text 2: the last word's second token wrong
     ids, valid = batch["input_ids"][:, 1:], batch["attention_mask"][:, 1:].float()
-    nll = vp.token_nll(logits[:, :-1], ids, 0)  # one process: the whole vocabulary
-    s = vp.tally(nll, vp.text_means(nll, valid), vp.greedy(logits[:, :-1], 0), batch)
+    nll, peak = vp.token_nll(logits[:, :-1], ids, 0)  # one process: the whole vocabulary
+    s = vp.tally(nll, vp.text_means(nll, valid), vp.greedy(logits[:, :-1], 0, peak), batch)
     right_p = math.exp(2) / (math.exp(2) + 4)
     # text 1: 2 tokens, both favoured; text 2: 3 tokens, one favoured, two uniform-ish
     text_1 = -2 * math.log(right_p)
