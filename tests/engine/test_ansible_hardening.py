@@ -116,7 +116,8 @@ def test_a_killed_controller_leaves_no_ansible(emitter: Fleetperf, tmp_path: Pat
         finally:
             proc.kill()
             proc.communicate()
-            cleaned = emitter.run("cleanup")  # stops the workload
+            # stops the workload: on the operator's inventory, never the record's (issue 39)
+            cleaned = emitter.run("cleanup", "-i", str(inventory))
     assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
 
 

@@ -119,7 +119,7 @@ def test_the_cleanup_of_a_dead_controller_stops_it_too(engine: Dockerd, tmp_path
     results = tmp_path / "results"
     (results / "runs" / "run-2").mkdir(parents=True)
     cleanup = executor_for("docker").cleanup
-    assert cleanup("run-2", ["h1"], inventory, results, tmp_path / "data")
+    assert cleanup("run-2", ["h1"], inventory, results, tmp_path / "data") == {"h1": "stopped"}
     assert running(engine, "run-2") == [] and not (run_root / "fleetperf.lease").exists()
     # The supervisor's word replaced the forgery: the workload ended by the stop's SIGTERM.
     assert (results / "runs" / "run-2" / "hosts" / "h1" / "exit_code").read_text() == "-15"
