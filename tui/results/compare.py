@@ -65,6 +65,13 @@ def compare(before: RunRecord, after: RunRecord, history: Sequence[RunRecord]) -
     return Comparison(out, differences(before, after), len(earlier), apart)
 
 
+def metric_label(metric: Metric) -> str:
+    """The metric's name with the unit its values are shown in: ``mfu_measured (%)``, not
+    its record's unit (a fraction of 1) beside ``33.4%``."""
+    unit = "%" if metric.fmt == "pct" else metric.unit
+    return f"{metric.name} ({unit})" if unit else metric.name
+
+
 def differences(before: RunRecord, after: RunRecord) -> list[str]:
     """What else than chance separates the runs: config, hyperparameters (every resolved one
     where both records have them, else those set away from the case's defaults),

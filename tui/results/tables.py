@@ -364,6 +364,12 @@ def capped(run: RunRecord) -> bool:
     return bool(run.fix_hp.get("max_samples"))
 
 
+def export_text(records: Iterable[RunRecord], fmt: str) -> str:
+    """An export file's text: markdown with each row's run id and date (a file outlives the
+    screen that named its runs; CSV and JSON carry run_id and started anyway)."""
+    return render(records, fmt, ids=fmt == "md") + "\n"
+
+
 def render(records: Iterable[RunRecord], fmt: str, ids: bool = False) -> str:
     """The records in one of FORMATS: md (the seeds' tables), csv or json."""
     if fmt == "md":

@@ -42,10 +42,10 @@ from tui.app.widgets.plots import (
 from tui.app.widgets.runtable import SeedsView
 from tui.core import safefile
 from tui.core.errors import StoreError, UserInputError
-from tui.results.compare import compare
+from tui.results.compare import compare, metric_label
 from tui.results.record import RunRecord
 from tui.results.report import fmt_band
-from tui.results.tables import FORMATS, config_env_text, peak_text, render, short_id
+from tui.results.tables import FORMATS, config_env_text, export_text, peak_text, short_id
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
@@ -428,7 +428,7 @@ class ResultsScreen(Screen[None]):
             fmt, path = result
             try:
                 safefile.make_dirs(path.parent)
-                safefile.write_text(path, render(records, fmt) + "\n")
+                safefile.write_text(path, export_text(records, fmt))
             except OSError as exc:
                 self.notify(f"{path}: {exc.strerror}", title="Not exported", severity="error")
                 return
@@ -555,7 +555,7 @@ def _compare_table(before: RunRecord, after: RunRecord, history: list[RunRecord]
         )
         flag = Text("! outside", style="bold red") if row.outside else Text("")
         table.add_row(
-            literal(f"{m.name} ({m.unit})" if m.unit else m.name),
+            literal(metric_label(m)),
             literal(m.show(row.before)),
             literal(m.show(row.after)),
             Text(change, style=style),
