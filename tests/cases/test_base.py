@@ -228,10 +228,13 @@ def test_a_capacity_bound_beyond_memory_is_refused(tmp_path, peak_env, max_gib, 
 
 
 @pytest.mark.slow
-def test_h2d_on_a_host_without_a_device_is_null_with_a_note(tmp_path, peak_env) -> None:
-    result = result_of(*run_case(tmp_path, "base-interconnect", "cpu/CPUx1x1-h2d", peak_env))
-    assert result["metrics"]["bus_gbps"] is None and result["metrics"]["bus_gbps_ratio"] is None
-    assert "h2d null: a CPU host has no device to copy to" in result["notes"]
+def test_h2d_on_a_host_without_a_device_is_refused(tmp_path, peak_env) -> None:
+    """Before, a null row that passed (issue 41 point 10); tests/cases/test_base_rows.py."""
+    proc, evs = run_case(tmp_path, "base-interconnect", "cpu/CPUx1x2", peak_env, test="h2d")
+    assert proc.returncode == 2
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith(f"error: {tmp_path / 'run' / 'config.json'}: hp.test: h2d copies")
+    assert not [e for e in evs if e["kind"] == "result"]
 
 
 @pytest.mark.slow
@@ -325,11 +328,16 @@ def test_fleetperf_batch_runs_a_base_case(tmp_path: Path) -> None:
 def test_batch_refuses_a_collective_on_one_process_before_launch(tmp_path: Path) -> None:
     """What the workload refuses at start (case.yaml needs_two_processes), refused before
     launch naming the config file and the field."""
-    fp = Fleetperf(cases_dir=CASES, data_root=tmp_path / "data", results=tmp_path / "results")
-    proc = fp.batch("base-interconnect", "cpu/CPUx1x1-h2d", "test=p2p", timeout=60)
+    cases = tmp_path / "cases"  # no cpu config has one process: h2d is not offered on cpu
+    shutil.copytree(CASES / "base-interconnect", cases / "base-interconnect")
+    (cases / "base-interconnect" / "configs" / "cpu" / "CPUx1x1.yaml").write_text(
+        "overrides: {melements: 4, datasheet_source: none}\n"
+    )
+    fp = Fleetperf(cases_dir=cases, data_root=tmp_path / "data", results=tmp_path / "results")
+    proc = fp.batch("base-interconnect", "cpu/CPUx1x1", "test=p2p", timeout=60)
     assert proc.returncode == 2
     assert (
-        "cases/base-interconnect/configs/cpu/CPUx1x1-h2d.yaml: test: p2p needs 2 processes or"
+        "base-interconnect/configs/cpu/CPUx1x1.yaml: test: p2p needs 2 processes or"
         " more (a config CHIPx1x2 or CHIPx2x1); this run has 1"
     ) in proc.stderr
     assert "Traceback" not in proc.stderr and fp.records() == []  # nothing launched
