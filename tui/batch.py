@@ -26,7 +26,6 @@ from tui.engine.session import Batch, Session
 from tui.results.interrupted import interrupted_line
 from tui.results.record import RunRecord
 from tui.results.report import fmt_band
-from tui.results.storedb import Target
 from tui.results.tables import monitoring_text, render, short_id
 from tui.results.verdict import Check
 
@@ -171,6 +170,8 @@ def store_options(store: str | None, results_dir: Path) -> str:
     the URL's password: it stays off screens and logs; PGPASSWORD or ~/.pgpass give it),
     `` --results DIR``, or nothing where the default store is theirs."""
     if store:
+        from tui.results.storedb import Target  # SQLAlchemy: only where a store is named
+
         target = Target(store)
         url = target.url._replace(drivername="postgresql", password=None).render_as_string()
         return f" --store {shlex.quote(target.shown if target.sqlite else url)}"
