@@ -4,19 +4,26 @@ their controller, and follows them read-only from their run directories to their
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from app_support import make_app, plain, run, wait_for
 from conftest import Fleetperf
 from seed_records import running_record
-from textual.widgets import Label, RichLog
+from textual.widgets import Label, ListView, RichLog
 
-from tui.app.screens.dashboard import DashboardScreen
+from tui.app import elsewhere
+from tui.app.screens.dashboard import ELSEWHERE_S, DashboardScreen
 from tui.app.widgets.charts import RunProgress
 from tui.app.widgets.hosttable import HostTable
-from tui.core.events import MetricSample, as_dict, parse
+from tui.core.events import MetricSample, RunFinished, as_dict, parse
 from tui.core.liveness import Lease
+from tui.results.record import RunRecord
 from tui.results.store import ResultStore
 
 RUN = "20261126-120000-emitter-0001"
@@ -134,3 +141,87 @@ def test_attach_to_a_batch_from_its_start_to_its_end(emitter: Fleetperf, tmp_pat
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def foreign(run_id: str, started: str, **fields: Any) -> RunRecord:
+    """A run of a controller on another machine, as running in the store."""
+    record = running_record(run_id, OWNER, Path("/nonexistent"), **fields)
+    return record.model_copy(update={"started": started})
+
+
+def now_iso(ago_s: float = 0.0) -> str:
+    return datetime.fromtimestamp(time.time() - ago_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def followers(run_ids: set[str]) -> list[threading.Thread]:
+    """The threads following runs (tui/engine/session.py FollowedRun names each by its run)."""
+    return [t for t in threading.enumerate() if t.name in run_ids]
+
+
+def test_an_attached_run_is_selected_when_it_appears(tmp_path: Path) -> None:
+    """Issue 41 point 8: the detail stayed on the old (ended) run until Down."""
+    results = tmp_path / "results"
+    store = ResultStore(results / "fleetperf.sqlite")
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            old = "20261126-110000-emitter-0001"
+            app.feed.add_run(old, "emitter", "cpu/CPUx1x1", ["node-a"], {})
+            app.feed.push(RunFinished(old, "passed", None, 1000.0))
+            await pilot.press("3")
+            screen = app.screen
+            await wait_for(pilot, lambda: screen.selected == old)
+            store.add(foreign(RUN, now_iso()))
+            await wait_for(pilot, lambda: len(screen.query(RunProgress)) == 2, timeout=10)
+            await wait_for(pilot, lambda: screen.selected == RUN)
+            assert screen.query_one("#run-list", ListView).index == 1
+            assert f"run {RUN}" in plain(screen.query_one("#run-status", Label))
+
+    try:
+        run(scenario())
+    finally:
+        store.close()
+
+
+def test_a_store_of_a_thousand_foreign_runs_is_followed_a_few_at_a_time(tmp_path: Path) -> None:
+    """Issue 39 point 9: every running record was followed forever, a thread each. Now the
+    newest FOLLOW_MAX with a recent sign of life are followed; the rest are listed; a run
+    that goes quiet stops being followed."""
+    results = tmp_path / "results"
+    store = ResultStore(results / "fleetperf.sqlite")
+    for i in range(1000):  # all fresh: only the bound holds them back
+        store.add(foreign(f"20261129-0400{i:04d}-emitter-{i:016x}", now_iso(600 - i * 0.5)))
+    stale = "20261101-000000-emitter-00000000000000aa"  # a dead controller's, long ago
+    store.add(foreign(stale, "2026-11-01T00:00:00Z"))
+    ids = {r.run_id for r in store.list(status="running")}
+    newest = sorted(ids - {stale})[-elsewhere.FOLLOW_MAX :]
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("3")
+            screen = app.screen
+            count = elsewhere.FOLLOW_MAX
+            await wait_for(pilot, lambda: len(screen.query(RunProgress)) == count, timeout=30)
+            assert sorted(screen._followed) == newest
+            assert len(followers(ids)) == count
+            listed = screen.query_one("#elsewhere", Label)
+            await wait_for(pilot, lambda: "993 more run(s)" in plain(listed, width=400))
+            await pilot.pause(2 * ELSEWHERE_S + 0.5)  # more looks start no more followers
+            assert len(followers(ids)) == count and len(screen.query(RunProgress)) == count
+            # One followed run goes quiet (its start and its log an hour old): dropped.
+            quiet = newest[0]
+            log = results / "runs" / quiet / "events.jsonl"
+            log.parent.mkdir(parents=True)
+            log.write_text("")
+            hour_ago = time.time() - 3600
+            os.utime(log, (hour_ago, hour_ago))
+            store.add(store.get(quiet).model_copy(update={"started": now_iso(3600)}))
+            await wait_for(pilot, lambda: quiet not in {t.name for t in followers(ids)}, 10)
+            assert app.feed.runs[quiet].status == "not followed"
+
+    try:
+        run(scenario())
+    finally:
+        store.close()

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 from app_support import FIXTURE_CASES, make_app, plain, run, wait_for
+from test_app_suites import go_to
 from textual.command import CommandPalette
+from textual.pilot import Pilot
 from textual.widgets import Input, Label, Static, Tree
+from textual.widgets._footer import FooterKey
 
+from tui.app.app import FleetperfApp
 from tui.app.screens.cases import CasesScreen
 from tui.app.screens.dialogs import HelpScreen
 from tui.catalog import catalog
+from tui.core import paths
 
 
 def test_tree_lists_cases_and_configs_and_marks_them(tmp_path: Path) -> None:
@@ -137,5 +143,145 @@ def test_help_shows_the_apps_own_keys_before_the_trees(tmp_path: Path) -> None:
             assert own and generic  # the tree's keys are still listed, after
             assert max(own) < min(generic)
             assert any(words[-1] == "cases.launch" for words in keys[:5])
+
+    run(scenario())
+
+
+def footer_keys(app: FleetperfApp) -> dict[str, str]:
+    """The footer's keys and their descriptions, as drawn."""
+    return {k.key: k.description for k in app.screen.query(FooterKey)}
+
+
+@pytest.mark.slow
+def test_screen_keys_after_a_launch_are_not_typed_into_the_overrides(tmp_path: Path) -> None:
+    """Issue 41 point 1: after a launch, 1 came back to Cases with the overrides field
+    focused; 4 then d went into it (steps=24d) instead of opening Results."""
+    (tmp_path / "data" / "emitter").mkdir(parents=True)
+    (tmp_path / "data" / "emitter" / "marker").write_text("staged\n")
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            cases = app.screen
+            await pilot.press("o", *"steps=2 interval_s=0.05", "enter")
+            await wait_for(pilot, lambda: app.current_mode == "runs" and app.batches, 60)
+            await pilot.press("1")
+            assert app.screen is cases and isinstance(cases.focused, Tree)
+            assert "l" in footer_keys(app) and "escape" not in footer_keys(app)
+            await pilot.press("4", "d")
+            assert app.current_mode == "results"
+            assert cases.query_one("#overrides", Input).value == "steps=2 interval_s=0.05"
+            (batch,) = app.batches
+            await wait_for(pilot, lambda: batch.done, 120)
+        assert [r.status for r in batch.wait()] == ["passed"]
+
+    run(scenario())
+
+
+def test_escape_leaves_a_field_and_the_footer_says_so(tmp_path: Path) -> None:
+    """Issue 41 point 1: in the overrides field the footer showed only ^q Quit."""
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            cases = app.screen
+            await pilot.press("o", *"steps=3")
+            await pilot.pause(0.1)
+            assert isinstance(cases.focused, Input)
+            assert footer_keys(app).get("escape") == "Leave field"
+            await pilot.press("escape", "2")
+            assert app.current_mode == "hosts"
+            assert cases.query_one("#overrides", Input).value == "steps=3"
+            await pilot.press("4")
+            results = app.screen
+            await pilot.press("tab", "tab", "tab", "tab")  # the filters, then the run id field
+            assert results.focused is results.query_one("#run-search", Input)
+            assert footer_keys(app).get("escape") == "Leave field"
+            await pilot.press("escape", "1")
+            assert app.screen is cases
+
+    run(scenario())
+
+
+def distilbert_app(tmp_path: Path) -> FleetperfApp:
+    """The shipped cases (no data needed to show them): distilbert's cpu config sets its own
+    target (target_acc 0.95 over the case's 0.91) and the case declares a smoke run."""
+    return make_app(tmp_path, cases_dir=paths.CASES_DIR)
+
+
+async def show_config(pilot: Pilot, case: str, ref: str) -> CasesScreen:
+    screen = pilot.app.screen
+    await go_to(pilot, ("config", (case, ref)))
+    return screen
+
+
+def test_the_target_shown_is_the_configs_resolved_one(tmp_path: Path) -> None:
+    """Issue 41 point 5: the pane said acc >= 0.91 (the case's), the run failed with
+    "target acc 0.95 not reached" (the cpu config's)."""
+    case = catalog.load_case("distilbert-pytorch")
+    spec = catalog.resolve(case, catalog.load_config(case, "cpu/CPUx1x1"))
+    assert case.target_value(spec.hp) == 0.95 != case.target.value
+
+    async def scenario() -> None:
+        app = distilbert_app(tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await show_config(pilot, "distilbert-pytorch", "cpu/CPUx1x1")
+            info = screen.query_one("#case-info", Static)
+            assert "Target   acc >= 0.95" in plain(info)
+            await pilot.press("o", *"target_acc=0.97")
+            assert "Target   acc >= 0.97" in plain(info)
+            await pilot.press("escape", "m")  # a smoke run is not judged
+            assert "Target   none (smoke: not judged)" in plain(info)
+
+    run(scenario())
+
+
+def test_smoke_is_offered_and_a_capped_run_is_said_to_be_judged(tmp_path: Path) -> None:
+    """Issue 41 point 4: the hint max_samples=256 led to a failed run (judged by its
+    target), and the app had no smoke run."""
+    case = catalog.load_case("distilbert-pytorch")
+    smoke = case.smoke.hp
+
+    async def scenario() -> None:
+        app = distilbert_app(tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            screen = await show_config(pilot, "distilbert-pytorch", "cpu/CPUx1x1")
+            field = screen.query_one("#overrides", Input)
+            assert "max_samples" not in str(field.placeholder)
+            await pilot.press("o", *"max_samples=256")
+            note = plain(screen.query_one("#override-error", Label))
+            assert "still judged (acc >= 0.95)" in note and "Smoke (m)" in note
+            await pilot.press("escape", "m")
+            assert screen.smoke and plain(screen.query_one("#override-error", Label)).strip() == ""
+            resolved = plain(screen.query_one("#resolved", Static))
+            rows = {ln.split()[0]: ln.split()[1:] for ln in resolved.splitlines() if ln.strip()}
+            assert rows["max_samples"] == ["256", "override", "*"]  # --set over smoke
+            assert rows["max_epoch"] == [str(smoke["max_epoch"]), "smoke", "*"]
+            await pilot.press("m")
+            assert not screen.smoke
+
+    run(scenario())
+
+
+@pytest.mark.slow
+def test_a_smoke_run_launched_from_the_app(tmp_path: Path) -> None:
+    """Smoke (m) launches what --smoke launches: the case's smoke budget, no verdict, the
+    record marked smoke (here the emitter with a smoke run declared)."""
+    cases = tmp_path / "cases"
+    shutil.copytree(FIXTURE_CASES / "emitter", cases / "emitter")
+    with (cases / "emitter" / "case.yaml").open("a") as f:
+        f.write("smoke:\n  hp: {steps: 2, interval_s: 0.05}\n")
+    (tmp_path / "data" / "emitter").mkdir(parents=True)
+    (tmp_path / "data" / "emitter" / "marker").write_text("staged\n")
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, cases_dir=cases)
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            await pilot.press("m", "l")
+            await wait_for(pilot, lambda: app.current_mode == "runs" and app.batches, 60)
+            (batch,) = app.batches
+            await wait_for(pilot, lambda: batch.done, 120)
+        (record,) = batch.wait()
+        assert record.smoke and record.status == "passed" and record.hp["steps"] == 2
 
     run(scenario())

@@ -31,6 +31,12 @@ def _cell(table: DataTable, row: str, col: str) -> str:
     return str(table.get_cell(row, col))
 
 
+def _right_edge(table: DataTable, col: str) -> int:
+    """Where the column ends, in cells from the table's left edge."""
+    widths = [c.get_render_width(table) for c in table.columns.values()]
+    return sum(widths[: list(table.columns).index(col) + 1])
+
+
 def test_preflight_shows_reachability_chip_devices_and_image(tmp_path: Path) -> None:
     inventory = fixed_inventory(tmp_path, unreachable=True)
 
@@ -51,8 +57,14 @@ def test_preflight_shows_reachability_chip_devices_and_image(tmp_path: Path) -> 
             assert _cell(hosts, "localhost", "chip") == "CPU"  # from playbooks/group_vars
             assert _cell(hosts, "localhost", "devices") == "1"  # fleetperf_devices
             assert _cell(hosts, "localhost", "image") == "not used (process executor)"
-            assert _cell(hosts, "ghost", "reachable").startswith("no: ")
+            assert _cell(hosts, "ghost", "reachable") == "no"
+            reason = _cell(hosts, "ghost", "note")
+            assert reason and _cell(hosts, "localhost", "note") == ""
             assert any("Unreachable: ghost" in str(n.message) for n in app._notifications)
+            # Issue 41 point 7: the reason pushed chip, devices and image off the screen;
+            # now it comes last, and whole under the table.
+            assert _right_edge(hosts, "image") <= hosts.scrollable_content_region.width
+            assert plain(screen.query_one("#host-reason", Label)).strip() == f"ghost: {reason}"
 
     run(scenario())
 

@@ -9,15 +9,24 @@ from pathlib import Path
 
 import pytest
 from app_support import fixed_inventory, make_app, plain, seed_store, wait_for
+from seed_records import running_record
+from test_app_attach import OWNER, now_iso, step_line
+from test_app_attach import RUN as ATTACHED
 from test_app_dashboard import metric
 from test_app_suites import go_to, suites_app, tiny_suites
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
 
 from tui.app.widgets.hosttable import HostTable
+from tui.core import paths
 from tui.core.events import HostState, RunFinished, RunStarted
+from tui.results.store import ResultStore
 
 RUN = "20261122-070000-emitter-0001"
+LONG_REASON = (
+    "host node-a: failed: target acc 0.95 not reached in 160 samples (the run was capped:"
+    " max_samples=160)"
+)
 
 
 @pytest.fixture(
@@ -119,3 +128,75 @@ def test_results_screen_comparing_two_runs(
         await pilot.press("space", "down", "down", "space", "d")
 
     assert snap_compare(app, terminal_size=size, run_before=before)
+
+
+@pytest.fixture(params=[(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def issue41_size(request: pytest.FixtureRequest) -> tuple[int, int]:
+    """The two sizes issue 41 tried the app at."""
+    return request.param
+
+
+def test_hosts_screen_with_an_unreachable_host(
+    snap_compare, tmp_path: Path, issue41_size: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41 point 7: the unreachable reason pushed chip, devices and image off the
+    screen; now it is the last column, and whole under the table."""
+    monkeypatch.chdir(tmp_path)
+    app = make_app(tmp_path, inventory=fixed_inventory(tmp_path, unreachable=True))
+
+    async def before(pilot: Pilot) -> None:
+        await pilot.press("2")
+        table = pilot.app.screen.query_one("#hosts", DataTable)
+        await wait_for(pilot, lambda: table.row_count == 2)
+        await wait_for(
+            pilot, lambda: str(table.get_cell("ghost", "reachable")) == "no", timeout=120
+        )
+        await pilot.pause(0.2)
+
+    assert snap_compare(app, terminal_size=issue41_size, run_before=before)
+
+
+def test_cases_screen_a_capped_run_of_a_case_with_a_target(
+    snap_compare, tmp_path: Path, issue41_size: tuple[int, int]
+) -> None:
+    """Issue 41 points 4 and 5: the config's own target, the Smoke field, and the note that
+    a capped run is still judged by that target."""
+    app = suites_app(tmp_path, tiny_suites(tmp_path), paths.CASES_DIR)
+
+    async def before(pilot: Pilot) -> None:
+        await go_to(pilot, ("config", ("distilbert-pytorch", "cpu/CPUx1x1")))
+        await _cases_ready(pilot)
+        await pilot.press("o", *"max_samples=256")
+        await pilot.press("home")
+
+    assert snap_compare(app, terminal_size=issue41_size, run_before=before)
+
+
+def test_runs_screen_another_controllers_run_that_failed(
+    snap_compare, tmp_path: Path, issue41_size: tuple[int, int]
+) -> None:
+    """Issue 41 point 7: at 120 columns the status line cut the reason and dropped a
+    followed run's id; now it wraps, the id and controller before the reason."""
+    results = tmp_path / "results"
+    events = results / "runs" / ATTACHED / "events.jsonl"
+    events.parent.mkdir(parents=True)
+    events.write_text(step_line(1) + step_line(2))
+    record = running_record(ATTACHED, OWNER, events.parent, hp={"max_samples": 80})
+    store = ResultStore(results / "fleetperf.sqlite")
+    store.add(record.model_copy(update={"started": now_iso()}))
+    app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
+
+    async def before(pilot: Pilot) -> None:
+        await pilot.press("3")
+        table = pilot.app.screen.query_one("#host-table", HostTable)
+        await wait_for(pilot, lambda: str(table.get_cell("node-a", "step")) == "2")
+        store.add(record.model_copy(update={"status": "failed", "error": LONG_REASON}))
+        status = pilot.app.screen.query_one("#run-status")
+        await wait_for(pilot, lambda: plain(status).startswith("[failed]"))
+        await pilot.press("c")  # no charts: their points depend on how many ticks it ran
+        await pilot.pause(0.6)
+
+    try:
+        assert snap_compare(app, terminal_size=issue41_size, run_before=before)
+    finally:
+        store.close()

@@ -15,7 +15,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widget import AwaitMount
 
-from tui.app.feed import RunFeed
+from tui.app.feed import RunFeed, run_target
 from tui.app.screens.cases import CasesScreen
 from tui.app.screens.dialogs import ConfirmScreen, HelpScreen
 from tui.core import paths
@@ -137,7 +137,7 @@ class FleetperfApp(App[int]):
         start, so the dashboard shows every run from its first event."""
         for plan in plans:
             spec = plan.spec
-            target = (spec.case.target.metric, spec.case.target.value) if spec.case.target else None
+            target = run_target(spec.case, spec.hp, spec.smoke)
             self.feed.add_run(
                 plan.run_id, spec.case.name, spec.config.ref, plan.hosts, spec.hp, target
             )

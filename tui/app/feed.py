@@ -14,6 +14,8 @@ from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from harness.case import CaseFile
+
 from tui.core import events
 from tui.core.eventtext import event_text
 
@@ -232,6 +234,13 @@ class RunFeed:
         with self._lock:
             points = list(self.runs[run_id].series[name])
         return downsample(points, width)
+
+
+def run_target(case: CaseFile, hp: dict[str, Any], smoke: bool) -> tuple[str, float] | None:
+    """(metric, value) a run is judged by, as the workload resolves it (hp target_<metric>
+    over case.yaml's); None without a target or for a smoke run, which has none."""
+    value = None if smoke else case.target_value(hp)
+    return None if value is None or case.target is None else (case.target.metric, value)
 
 
 def _add_points(view: RunView) -> None:

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Label, Static, Tree
+from textual.widgets import Checkbox, Footer, Header, Input, Label, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from tui.app.safe import literal
@@ -33,13 +33,16 @@ Chip = tuple[str, str]  # (suite, vendor/CHIP)
 
 class CasesScreen(Screen[None]):
     """Cases and their vendor configs. Space marks a config (on a case: all of its configs);
-    the detail pane shows the highlighted one resolved with your overrides. Overrides are
-    KEY=VALUE pairs separated by spaces, checked as --set is in batch mode. Launch (l, or
-    enter in the overrides field) runs every marked config (or the highlighted one) on the
-    inventory's hosts; enter on the tree folds a case. Suites, under the cases, are named
-    lists of case x config runs (docs/suites.md): space marks a suite's chips, as --config
-    picks them (none marked: every run); Run suite (s) asks, then starts the runs of the
-    highlighted suite that fleetperf --batch --suite would, with the overrides and repeat."""
+    the detail pane shows the highlighted one resolved with your overrides, and the target
+    it is judged by. Overrides are KEY=VALUE pairs separated by spaces, checked as --set is
+    in batch mode. Launch (l, or enter in the overrides field) runs every marked config (or
+    the highlighted one) on the inventory's hosts; enter on the tree folds a case; escape
+    leaves a field. Smoke (m) makes each run the case's short smoke run (--smoke): its own
+    small budget, no target, no verdict; a run capped without it (max_samples=N) is still
+    judged by its target. Suites, under the cases, are named lists of case x config runs
+    (docs/suites.md): space marks a suite's chips, as --config picks them (none marked:
+    every run); Run suite (s) asks, then starts the runs of the highlighted suite that
+    fleetperf --batch --suite would, with the overrides, repeat and smoke."""
 
     TITLE = "Cases"
     BINDINGS = [
@@ -48,7 +51,9 @@ class CasesScreen(Screen[None]):
         # Not in the footer (the field's title names its key): at 80 columns the footer
         # then still holds every key of the screen and the screens' group whole.
         Binding("o", "edit_overrides", "Overrides", show=False, id="cases.overrides"),
-        Binding("escape", "focus_tree", "Back to tree", show=False, id="cases.tree"),
+        Binding("m", "toggle_smoke", "Smoke", show=False, id="cases.smoke"),
+        # Shown only while a field has the focus: there the screen's letter keys type.
+        Binding("escape", "focus_tree", "Leave field", id="cases.tree"),
     ]
 
     app: FleetperfApp
@@ -72,8 +77,11 @@ class CasesScreen(Screen[None]):
                     yield Static(id="resolved")
                     yield Static(id="run-hosts")
                 with Horizontal(classes="row"):
-                    yield Input(placeholder="KEY=VALUE ... e.g. max_samples=256", id="overrides")
+                    # No max_samples in the example: a capped run is still judged by its
+                    # target, and fails short of it; Smoke is the short check.
+                    yield Input(placeholder="KEY=VALUE ... as --set", id="overrides")
                     yield Input("1", id="repeat", type="integer", classes="short")
+                    yield Checkbox("Smoke (m)", id="smoke", compact=True)
                 yield Label("", id="override-error")
         yield Footer(compact=True)
 
@@ -189,8 +197,16 @@ class CasesScreen(Screen[None]):
             return
         self.refresh_detail()
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "focus_tree":  # escape: in the footer and live only in a field
+            return isinstance(self.focused, Input | Checkbox)
+        return True
+
     def action_focus_tree(self) -> None:
         self.query_one(Tree).focus()
+
+    def action_toggle_smoke(self) -> None:
+        self.query_one("#smoke", Checkbox).toggle()
 
     def action_edit_overrides(self) -> None:
         self.query_one("#overrides", Input).focus()
@@ -198,8 +214,13 @@ class CasesScreen(Screen[None]):
     # -- detail -----------------------------------------------------------------------
 
     @on(Input.Changed)
+    @on(Checkbox.Changed)
     def _field_changed(self) -> None:
         self.refresh_detail()
+
+    @property
+    def smoke(self) -> bool:
+        return self.query_one("#smoke", Checkbox).value
 
     @on(Input.Submitted)
     def _submitted(self) -> None:
@@ -216,10 +237,12 @@ class CasesScreen(Screen[None]):
         self.query_one("#resolved", Static).update(resolved)
         self.query_one("#run-hosts", Static).update(hosts)
 
-    def _override_error(self, exc: UserInputError | None) -> None:
-        """Batch mode's message for bad overrides under the field, or nothing."""
-        self.query_one("#override-error", Label).update(literal(exc) if exc else "")
-        self.query_one("#override-error", Label).set_class(exc is not None, "error")
+    def _override_error(self, exc: UserInputError | None, note: str = "") -> None:
+        """Batch mode's message for bad overrides under the field, else ``note``."""
+        label = self.query_one("#override-error", Label)
+        label.update(literal(exc) if exc else literal(note))
+        label.set_class(exc is not None, "error")
+        label.set_class(exc is None and bool(note), "warning")
         self.query_one("#overrides", Input).set_class(exc is not None, "invalid")
 
     def refresh_detail(self) -> None:
@@ -236,16 +259,16 @@ class CasesScreen(Screen[None]):
         except UserInputError as exc:
             self.query_one("#case-info", Static).update(literal(exc, style="red"))
             return
-        self.query_one("#case-info", Static).update(_case_info(case, config))
         try:
             sets = self._sets()
-            spec = catalog.resolve(case, config, sets)
-        except UserInputError as exc:
+            spec = catalog.resolve(case, config, sets, self.smoke)
+        except UserInputError as exc:  # shown as the plain config, the error under the field
             self._override_error(exc)
             spec, sets = catalog.resolve(case, config), {}
         else:
-            self._override_error(None)
-        self.query_one("#resolved", Static).update(_resolved(spec, config, sets))
+            self._override_error(None, _capped_note(spec, sets))
+        self.query_one("#case-info", Static).update(_case_info(spec))
+        self.query_one("#resolved", Static).update(_resolved(spec, sets))
         self._show_hosts(spec)
 
     def _show_hosts(self, spec: catalog.RunSpec) -> None:
@@ -303,6 +326,8 @@ class CasesScreen(Screen[None]):
         repeat = self.query_one("#repeat", Input).value
         if repeat != "1":
             words += ["--repeat", repeat]
+        if self.smoke:
+            words.append("--smoke")
         return shlex.join(words)
 
     # -- launch -----------------------------------------------------------------------
@@ -316,7 +341,7 @@ class CasesScreen(Screen[None]):
             return
         checked = self._checked(picks)
         if checked is not None:
-            self._launch(picks, *checked)
+            self._launch(picks, *checked, smoke=self.smoke)
 
     def action_run_suite(self) -> None:
         tree = self.query_one(Tree)
@@ -344,9 +369,11 @@ class CasesScreen(Screen[None]):
             f" The same runs as: {self._command(suite, chips)}"
         )
 
+        smoke = self.smoke
+
         def answer(yes: bool | None) -> None:
             if yes:
-                self._launch(runs, sets, repeat)
+                self._launch(runs, sets, repeat, smoke=smoke)
 
         self.app.push_screen(ConfirmScreen(question, yes="Start", no="Cancel"), answer)
 
@@ -358,16 +385,16 @@ class CasesScreen(Screen[None]):
             repeat = int(self.query_one("#repeat", Input).value or "0")
             for case_name, ref in picks:
                 case = catalog.load_case(case_name, self.app.config.cases_dir)
-                catalog.resolve(case, catalog.load_config(case, ref), sets)
+                catalog.resolve(case, catalog.load_config(case, ref), sets, self.smoke)
         except UserInputError as exc:
             self.notify(str(exc), title="Not launched", severity="error")
             return None
         return sets, repeat
 
     @work(thread=True, exclusive=True, group="launch")
-    def _launch(self, picks: list[Pick], sets: dict, repeat: int) -> None:
+    def _launch(self, picks: list[Pick], sets: dict, repeat: int, smoke: bool) -> None:
         try:
-            plans = self.app.session.plan(picks, sets, repeat)
+            plans = self.app.session.plan(picks, sets, repeat, smoke)
         except UserInputError as exc:
             self.app.call_from_thread(
                 self.notify,
@@ -378,27 +405,46 @@ class CasesScreen(Screen[None]):
             )
             return
         self.app.launch(plans)
+        # Back on this screen, keys are screen keys again, not text in a field (issue 41).
+        self.app.call_from_thread(self.action_focus_tree)
         self.app.call_from_thread(self.app.switch_mode, "runs")
 
 
-def _case_info(case: catalog.CaseFile, config: catalog.VendorConfig) -> Table:
+def _case_info(spec: catalog.RunSpec) -> Table:
     table = Table.grid(padding=(0, 2))
     table.add_column(style="bold")
     table.add_column()
-    target = f"{case.target.metric} >= {case.target.value:g}" if case.target else "none"
+    case, config = spec.case, spec.config
     for key, value in (
         ("Case", case.name),
         ("Model", case.model),
         ("Dataset", case.dataset),
         ("Task", case.task if case.kind in case.task else f"{case.task} ({case.kind})"),
-        ("Target", target),
+        ("Target", target_text(spec)),
         ("Config", f"{config.ref}: {config.nnodes} node(s) x {config.nproc_per_node} proc"),
     ):
         table.add_row(key, literal(value))
     return table
 
 
-def _resolved(spec: catalog.RunSpec, config: catalog.VendorConfig, sets: dict) -> Table:
+def target_text(spec: catalog.RunSpec) -> str:
+    """The target this run is judged by: the case's, as the config and overrides set it
+    (hp target_<metric>, the workload's own resolution); none for a smoke run."""
+    if spec.case.target is None:
+        return "none"
+    if spec.smoke:
+        return "none (smoke: not judged)"
+    return f"{spec.case.target.metric} >= {spec.case.target_value(spec.hp):g}"
+
+
+def _capped_note(spec: catalog.RunSpec, sets: dict) -> str:
+    """A warning when an override caps a judged run: it fails short of its target."""
+    if spec.smoke or spec.case.target is None or not sets.get("max_samples"):
+        return ""
+    return f"A capped run is still judged ({target_text(spec)}); Smoke (m) is the short check"
+
+
+def _resolved(spec: catalog.RunSpec, sets: dict) -> Table:
     table = Table(
         title="Resolved hyperparameters (* = overridden)",
         title_justify="left",
@@ -408,10 +454,13 @@ def _resolved(spec: catalog.RunSpec, config: catalog.VendorConfig, sets: dict) -
     table.add_column("key")
     table.add_column("value")
     table.add_column("from")
+    smoke = catalog.smoke_hp(spec.case, spec.smoke)
     for key, value in spec.hp.items():
         if key in sets:
             where, style = "override *", "bold yellow"
-        elif key in config.overrides:
+        elif key in smoke:
+            where, style = "smoke *", "bold green"
+        elif key in spec.config.overrides:
             where, style = "config *", "bold cyan"
         else:
             where, style = "default", ""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,7 +17,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Label, ListItem, ListView, RichLog
 
-from tui.app.feed import HostRow, RunView
+from tui.app import elsewhere
+from tui.app.feed import HostRow, RunView, run_target
 from tui.app.safe import literal
 from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.widgets.charts import Chart, RunProgress
@@ -24,6 +26,7 @@ from tui.app.widgets.hosttable import HostTable
 from tui.catalog import catalog
 from tui.core.errors import CatalogError, UserInputError
 from tui.engine.session import FollowedRun
+from tui.results.record import RunRecord
 from tui.results.report import headline
 
 if TYPE_CHECKING:
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
 
 TICK_S = 0.5
 ELSEWHERE_S = 2.0  # how often the store is asked for runs other controllers run
+QUIET = f"{elsewhere.FRESH_S // 60} min"
 # Column widths fit the widest value each column shows; "note" takes the rest.
 COLUMNS = {
     "host": 10,
@@ -68,12 +72,17 @@ class DashboardScreen(Screen[None]):
         self.selected: str | None = None
         self._items: dict[str, RunProgress] = {}
         self._followed: dict[str, FollowedRun] = {}  # other controllers' runs, by run id
+        self._listed: list[RunRecord] = []  # and those not followed (elsewhere.choose)
+        self._quiet: set[str] = set()  # followed once, stopped for want of a sign of life
         self._looking = threading.Lock()  # one look for them at a time
+        self._shown_listed: list[str] | None = None  # the run ids #elsewhere names
+        self._status_lines = 1  # the status line's height now (it wraps, up to three)
 
     def compose(self) -> ComposeResult:
         yield Header()
         with Vertical():
             yield ListView(id="run-list")
+            yield Label("", id="elsewhere")  # other controllers' runs not followed
             yield Label(
                 "No runs yet: mark a config on the Cases screen (1) and launch.", id="run-status"
             )
@@ -101,25 +110,39 @@ class DashboardScreen(Screen[None]):
 
     @work(thread=True, group="elsewhere")
     def _follow_elsewhere(self) -> None:
-        """Follow each run another controller runs that this screen does not follow yet:
-        the feed learns it first, so the dashboard shows it from its first event."""
+        """Follow the runs other controllers run that elsewhere.choose picks (the newest
+        few with a recent sign of life), stop following those that went quiet, and list
+        the rest. The feed learns a run first, so it is shown from its first event."""
         if not self._looking.acquire(blocking=False):  # the last look has not ended
             return
         session, feed = self.app.session, self.app.feed
         try:
-            for record in session.running_elsewhere():
-                if record.run_id in self._followed:
-                    continue
-                handle = session.follow(record.run_id)
-                self._followed[record.run_id] = handle
-                ref = f"{record.vendor}/{record.config}"
-                target = _target(record.case, self.app.config.cases_dir)
-                feed.add_run(record.run_id, record.case, ref, record.hosts, record.hp, target)
-                handle.subscribe(feed.push)
+            following = {
+                i for i, h in self._followed.items() if not h.done and i not in self._quiet
+            }
+            records = session.running_elsewhere()
+            choice = elsewhere.choose(records, following, session.results_dir, time.time())
+            for run_id in choice.drop:  # the run may go on: it is listed, not followed
+                self._quiet.add(run_id)
+                self._followed[run_id].close()
+                feed.set_status(run_id, "not followed", f"no sign of life here in {QUIET}")
+            for record in choice.follow:
+                self._follow(record)
+            self._listed = choice.listed
         except UserInputError:  # a store that cannot be read now, a run just ended: next time
             pass
         finally:
             self._looking.release()
+
+    def _follow(self, record: RunRecord) -> None:
+        handle = self.app.session.follow(record.run_id)
+        self._followed[record.run_id] = handle
+        self._quiet.discard(record.run_id)
+        ref = f"{record.vendor}/{record.config}"
+        target = _target(record, self.app.config.cases_dir)
+        feed = self.app.feed
+        feed.add_run(record.run_id, record.case, ref, record.hosts, record.hp, target)
+        handle.subscribe(feed.push)
 
     # -- the refresh tick: the only place the feed reaches widgets ---------------------
 
@@ -131,6 +154,7 @@ class DashboardScreen(Screen[None]):
         rows, runs, logs = feed.take()
         if self.app.screen is not self:  # suspended: the next resume redraws everything
             return
+        self._show_listed()
         for run_id in runs & self._items.keys():
             self._items[run_id].show(feed.snapshot(run_id))
         if self.selected is None:
@@ -152,7 +176,23 @@ class DashboardScreen(Screen[None]):
             for handle in batch.runs:
                 self.app.feed.set_status(handle.run_id, handle.status, handle.error)
         for followed in list(self._followed.values()):
-            self.app.feed.set_status(followed.run_id, followed.status, followed.error)
+            if followed.run_id not in self._quiet:
+                self.app.feed.set_status(followed.run_id, followed.status, followed.error)
+
+    def _show_listed(self) -> None:
+        """The runs other controllers run that are not followed, named on one line."""
+        listed = self._listed
+        ids = [r.run_id for r in listed]
+        if ids == self._shown_listed:
+            return
+        self._shown_listed = ids
+        label = self.query_one("#elsewhere", Label)
+        label.display = bool(ids)
+        text = (
+            f"Not followed: {len(ids)} more run(s) other controllers have as running (followed:"
+            f" the newest {elsewhere.FOLLOW_MAX} with a sign of life in {QUIET}): "
+        )
+        label.update(literal(text + ", ".join(ids[:20]), no_wrap=True, overflow="ellipsis"))
 
     def on_screen_resume(self) -> None:
         if self.selected:
@@ -170,9 +210,13 @@ class DashboardScreen(Screen[None]):
                 ListItem(Horizontal(owner, progress, classes="run-row"))
             )
         progress.show(self.app.feed.snapshot(run_id))
-        if self.selected is None:
+        # A new run is shown at once (issue 41 point 8), unless the operator watches
+        # another that is still going and did not just launch this one here.
+        watched = self.app.feed.runs.get(self.selected or "")
+        if watched is None or not watched.active or self.app.handle(run_id) is not None:
             self._select(run_id)
-            self.query_one(ListView).index = 0
+            runs = self.query_one(ListView)
+            runs.index = len(runs) - 1
 
     @on(ListView.Highlighted, "#run-list")
     def _highlighted(self, event: ListView.Highlighted) -> None:
@@ -215,11 +259,11 @@ class DashboardScreen(Screen[None]):
         note.set_class(row is not None and row.phase in ("failed", "unreachable"), "error")
 
     def _show_status(self, view: RunView) -> None:
-        # The status first: at 80 columns the run id's end is what gets cut.
-        text = f"[{view.status}] {view.case} {view.config}"
+        # The status first, then the run id and who runs it; the reason after them. The
+        # line wraps (up to three lines) rather than cut the reason or the id (issue 41).
+        text = f"[{view.status}] {view.case} {view.config}  run {view.run_id}"
         if followed := self._followed.get(view.run_id):
             text += f"  {_owner(followed)}"
-        text += f"  run {view.run_id}"
         if view.error:
             text += f"  {view.error}"
         # The published throughput for this config, beside the live one (docs/references.md).
@@ -227,7 +271,12 @@ class DashboardScreen(Screen[None]):
         if reference and not view.error:
             text += f"  ({reference})"
         label = self.query_one("#run-status", Label)
-        label.update(literal(text, overflow="ellipsis", no_wrap=True), layout=False)
+        shown = literal(text, overflow="ellipsis")
+        width = label.content_size.width or self.size.width - 2
+        lines = min(len(shown.wrap(self.app.console, max(width, 1))), 3)
+        # A layout pass only when the height changes: the line is redrawn every tick.
+        label.update(shown, layout=lines != self._status_lines)
+        self._status_lines = lines
         label.set_class(view.status in ("failed", "aborted", "bad_input"), "error")
 
     def _draw_charts(self) -> None:
@@ -287,13 +336,14 @@ def _owner(followed: FollowedRun) -> str:
     return f"{followed.owner} (read-only)"
 
 
-def _target(case_name: str, cases_dir: Path) -> tuple[str, float] | None:
-    """The case's target (metric, value), as a launch gives the feed; None without one."""
+def _target(record: RunRecord, cases_dir: Path) -> tuple[str, float] | None:
+    """The target (metric, value) the run is judged by, as a launch gives the feed: its
+    case's, resolved with the run's hyperparameters; None without one or for a smoke run."""
     try:
-        target = catalog.load_case(case_name, cases_dir).target
+        case = catalog.load_case(record.case, cases_dir)
     except CatalogError:
         return None
-    return (target.metric, target.value) if target else None
+    return run_target(case, record.hp, record.smoke)
 
 
 def _num(value: float | None, fmt: str) -> str:

@@ -24,7 +24,9 @@ from tui.engine.hostcheck import HostCheck, TaskEvent
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
 
-HOST_COLUMNS = ("host", "groups", "reachable", "chip", "devices", "image")
+# Why a host is unreachable comes last (and whole under the table): a long reason in the
+# reachable column pushed chip, devices and image off the screen (issue 41 point 7).
+HOST_COLUMNS = ("host", "groups", "reachable", "chip", "devices", "image", "note")
 TASK_COLUMNS = ("host", "mode", "task", "ok", "changed", "failed", "skipped")
 
 
@@ -47,6 +49,7 @@ class HostsScreen(Screen[None]):
         self.groups: dict[str, list[str]] | None = None  # None: the inventory is not read
         self.marked: set[str] = set()
         self.tasks: dict[str, Counter[str]] = {}
+        self.notes: dict[str, str] = {}  # why each unreachable host is, from the preflight
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -54,6 +57,7 @@ class HostsScreen(Screen[None]):
             yield PickTree("inventory", id="group-tree")
             with Vertical(id="host-side"):
                 yield DataTable(id="hosts", cursor_type="row")
+                yield Label("", id="host-reason")
                 yield Label("Provisioning: none yet (v)", id="provision-status")
                 yield DataTable(id="tasks", cursor_type="row")
         yield Footer(compact=True)
@@ -93,7 +97,7 @@ class HostsScreen(Screen[None]):
         table.clear()
         for host in all_hosts:
             names = ",".join(g for g, hs in groups.items() if host in hs)
-            table.add_row(literal(host), literal(names), "checking...", "", "", "", key=host)
+            table.add_row(literal(host), literal(names), "checking...", "", "", "", "", key=host)
 
     def _label(self, host: str) -> Text:
         return literal(f"{'[x]' if host in self.marked else '[ ]'} {host}")
@@ -107,7 +111,7 @@ class HostsScreen(Screen[None]):
         node = self.query_one(Tree).cursor_node
         if node is not None and node.data and node.data[0] == "host":
             return [node.data[1]]
-        return [str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)]
+        return [str(self._picked_row(table))]
 
     def action_toggle(self) -> None:
         node = self.query_one(Tree).cursor_node
@@ -129,6 +133,25 @@ class HostsScreen(Screen[None]):
             table = self.query_one("#hosts", DataTable)
             table.move_cursor(row=table.get_row_index(event.node.data[1]))
 
+    @on(DataTable.RowHighlighted, "#hosts")
+    def _show_reason(self) -> None:
+        """The highlighted host's reason, else the first unreachable host's, whole."""
+        table = self.query_one("#hosts", DataTable)
+        here = self._picked_row(table)
+        host = (
+            here
+            if self.notes.get(here or "")
+            else next((h for h, note in self.notes.items() if note), None)
+        )
+        text = f"{host}: {self.notes[host]}" if host else ""
+        self.query_one("#host-reason", Label).update(literal(text))
+
+    @staticmethod
+    def _picked_row(table: DataTable) -> str | None:
+        if table.row_count == 0:
+            return None
+        return str(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+
     # -- preflight --------------------------------------------------------------------
 
     def action_preflight(self) -> None:
@@ -147,14 +170,16 @@ class HostsScreen(Screen[None]):
     def _show_checks(self, checks: dict[str, HostCheck]) -> None:
         table = self.query_one("#hosts", DataTable)
         for host, check in checks.items():
-            reach = "yes" if check.reachable else f"no: {check.message}"
+            self.notes[host] = "" if check.reachable else check.message
             for col, value in (
-                ("reachable", reach),
+                ("reachable", "yes" if check.reachable else "no"),
                 ("chip", check.chip or "?"),
-                ("devices", check.devices or "? (not provisioned)"),
+                ("devices", check.devices or ("? (not provisioned)" if check.reachable else "?")),
                 ("image", check.image or "?"),
+                ("note", self.notes[host]),
             ):
                 table.update_cell(host, col, literal(value), update_width=True)
+        self._show_reason()
         down = [h for h, c in checks.items() if not c.reachable]
         if down:
             self.notify(f"Unreachable: {', '.join(down)}", severity="warning")

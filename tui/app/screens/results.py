@@ -50,7 +50,9 @@ from tui.results.tables import FORMATS, config_env_text, export_text, peak_text,
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
 
-HISTORY_COLUMNS = ("", "run", "started", "case", "config", "status", "p_whole", "acc", "loss")
+# The status beside the run: at 80 columns the table scrolls sideways and the last
+# columns are the ones cut (issue 41 point 7: "pa" for passed).
+HISTORY_COLUMNS = ("", "run", "status", "started", "case", "config", "p_whole", "acc", "loss")
 FILTERS = ("case", "vendor", "config")
 TABLE_RUNS = 20  # none marked: the seeds' table of the newest this many shown runs
 PAGE = 100  # read first, drawn at once; the whole store follows (10,000 runs: seconds)
@@ -110,6 +112,8 @@ class ResultsScreen(Screen[None]):
             tooltip="Read the store again (r)",
             id="results.reload",
         ),
+        # Shown only while the run id field has the focus: there letter keys type.
+        Binding("escape", "leave_field", "Leave field", id="results.leave"),
     ]
 
     app: FleetperfApp
@@ -152,6 +156,14 @@ class ResultsScreen(Screen[None]):
         # Shown again: the newest runs are read again (new and finished runs); the whole
         # store only the first time and on r.
         self._load(whole=not self.records)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "leave_field":  # escape: in the footer and live only in the field
+            return isinstance(self.focused, Input)
+        return True
+
+    def action_leave_field(self) -> None:
+        self.query_one("#history", DataTable).focus()
 
     # -- loading ----------------------------------------------------------------------
 
@@ -247,10 +259,10 @@ class ResultsScreen(Screen[None]):
             table.add_row(
                 _mark(r.run_id in self.marked),
                 literal(short_id(r.run_id)),
+                _status(r),
                 literal(r.started.replace("T", " ").rstrip("Z")),
                 literal(r.case),
                 literal(f"{r.vendor}/{r.config}"),
-                _status(r),
                 _metric(r, "p_whole", ".1f"),
                 _metric(r, "acc", ".3f"),
                 _metric(r, "loss", ".4f"),
