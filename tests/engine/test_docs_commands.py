@@ -15,16 +15,20 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import os
 import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 from conftest import REPO
+from seed_records import seed001_records
 
 from tui import cli
+from tui.results.store import ResultStore
 
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 COMMAND_LINE = re.compile(r"^\s*(?:\$ )?(?:[A-Z_]+=\S+ )*(fleetperf(?:\s.*)?)$")
@@ -236,3 +240,54 @@ def test_the_short_commands_run(argv: list[str], says: str) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(says) or says in out.stdout
     assert out.stderr == ""
+
+
+# The README's command-line section, walked (issue 41): each cheap command's shortest and
+# fullest form runs against a store of the seeds' runs, metavariables given a real value.
+CHEAP = ("cases", "results", "report", "peak", "--help", "--version")
+VALUES = {
+    "DIR": "{results}",
+    "report.html": "{tmp}/report.html",
+    "CASE": "distilbert-pytorch",
+    "RUN_ID": "r1",
+    "DAYS": "30",
+    "S": "failed",
+    "DATE": "2026-11-01",
+    "VENDOR": "cpu",
+}
+
+
+def _walked() -> list[tuple[str, list[str]]]:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Command line", 1)[1].split("\n## ", 1)[0]
+    walked = []
+    for command in commands("README.md", section):
+        forms = variants(command.text) if command.whole else []
+        for argv in (forms[:1] + forms[-1:]) if forms else []:
+            words = [w for w in argv if w != ELLIPSIS]
+            first = next((w for w in words if not w.startswith("-")), words[0] if words else "")
+            if words and (first in CHEAP or words[0] in CHEAP) and "--batch" not in words:
+                walked.append((command.text, words))
+    return walked
+
+
+def test_the_readme_walkthrough_runs(tmp_path: Path) -> None:
+    walked = _walked()
+    assert len(walked) >= 8  # results, its --prune forms, report, cases, peak, help, version
+    for i, (text, argv) in enumerate(walked):
+        results = tmp_path / f"r{i}"
+        with ResultStore(results / "fleetperf.sqlite") as store:
+            for record in seed001_records():
+                store.add(record)
+        given = [VALUES.get(w, w).format(results=results, tmp=tmp_path) for w in argv]
+        out = subprocess.run(
+            [sys.executable, "-m", "tui.cli", *given],
+            cwd=REPO,
+            env={**os.environ, "FLEETPERF_RESULTS": str(results), "FLEETPERF_DATA": str(results)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert out.returncode == 0, f"{text}: fleetperf {' '.join(given)}: {out.stderr}"
+        assert "Traceback" not in out.stderr
