@@ -24,7 +24,6 @@ from tui.catalog.metrics import (
     QUALIFIED,
     TABLE_ONLY_COLUMNS,
     CaseMetric,
-    column_key,
     column_name,
     metric_registry,
 )
@@ -221,13 +220,12 @@ class RunRecord(BaseModel):
         # A metric this version does not know (a newer one wrote it, or names it as a
         # column) is kept, after the known ones; only a name no version could write is
         # refused. (A case's columns are checked where the catalog reads its case.yaml.)
-        named = {*self.metrics, *(column_name(c) for c in self.columns)}
-        known = {*metric_registry(self.case_metrics), *TABLE_ONLY_COLUMNS}
-        unknown = sorted(named - known)
-        for name in unknown:
+        metrics = metric_registry(self.case_metrics)
+        keys = [column_name(spec) for spec in self.columns]
+        for name in sorted({*self.metrics, *keys}.difference(metrics, TABLE_ONLY_COLUMNS)):
             if not _METRIC_NAME.fullmatch(name):
                 raise ValueError(f"metric name {name[:80]!r}: lower case, digits and _")
-        metrics = self.registry(unknown)
+            metrics[name] = unknown_metric(name)
         # JSON has no NaN/inf: a diverged value is stored as unknown; status/error say why.
         self.metrics = {
             key: v if v is not None and math.isfinite(v) else None
@@ -235,11 +233,10 @@ class RunRecord(BaseModel):
             for v in [self.metrics.get(key)]
         }
         # Plain aliases collapse to the key so records of one case merge into one column;
-        # a qualified column ("acc(MMLU)") stays as written. Unknown ones: ValueError.
+        # a qualified column ("acc(MMLU)") stays as written.
         self.columns = [
             spec if QUALIFIED.match(spec) else key
-            for spec in self.columns
-            for key in [column_key(spec, metrics)]
+            for spec, key in zip(self.columns, keys, strict=True)
         ]
         if not self.columns:
             self.columns = self._default_columns()
@@ -262,12 +259,14 @@ class RunRecord(BaseModel):
         """Its hosts were busy with other work at the launch: its numbers measure that too."""
         return self.load_per_cpu is not None and self.load_per_cpu >= LOADED
 
-    def registry(self, unknown: list[str] | None = None) -> dict[str, Metric]:
-        """The metrics this record holds: the standard ones, its case's own, and any this
-        version does not know (``unknown``; by default those among its metrics)."""
-        known = metric_registry(self.case_metrics)
-        names = sorted(set(self.metrics) - set(known)) if unknown is None else unknown
-        return {**known, **{name: unknown_metric(name) for name in names}}
+    def registry(self) -> dict[str, Metric]:
+        """The metrics this record holds: the standard ones, its case's own, then any this
+        version does not know."""
+        metrics = metric_registry(self.case_metrics)
+        for name in self.metrics:
+            if name not in metrics:
+                metrics[name] = unknown_metric(name)
+        return metrics
 
     def _fill_from_config(self) -> None:
         """chip/nnodes/nproc_per_node default from config "CHIPxNNODESxNPROC"; must agree."""
