@@ -38,5 +38,6 @@ def interrupted_line(record: RunRecord) -> str:
     return (
         f"fleetperf: run {record.run_id} ({record.case} {record.vendor}/{record.config} on"
         f" {', '.join(record.hosts)}) was interrupted: its controller stopped;"
-        " `fleetperf cleanup` stops what is left on its hosts"
+        " `fleetperf cleanup -i INVENTORY` (the inventory it ran on) stops what is left on"
+        " its hosts"
     )
