@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from tui.catalog import catalog, images
 from tui.catalog.metrics import CaseMetric
@@ -784,7 +784,7 @@ class Cleaned:
     stopped), ``held`` (another machine's: not touched) or ``failed``; ``said``: what."""
 
     record: RunRecord
-    outcome: str
+    outcome: Literal["cleaned", "held", "failed"]
     said: str
 
     def line(self) -> str:
