@@ -8,7 +8,13 @@ its table, charts and log every tick. A probe on the app's event loop measures h
 it happened and the garbage collections that ran inside it (timed through ``gc.callbacks``),
 so a stall can be told from a collection, a redraw or a wait for the CPU.
 
+``--foreign N`` (issue 39 point 9) first fills the store with N runs that a controller on
+another machine has as running, each started in the last minute (what a team store full
+of dead controllers' runs, or a hostile writer, looks like): the screen asks the store for
+them every 2 s while the storm goes on; the benchmark says how many threads follow them.
+
     .venv/bin/python benchmarks/app_dashboard.py [--seconds 60] [--rate 5000] [--hosts 64]
+                                                 [--foreign 1000]
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import statistics
 import tempfile
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import psutil
@@ -27,6 +34,9 @@ import psutil
 from tui.app.app import AppConfig, FleetperfApp
 from tui.core import paths
 from tui.core.events import MetricSample, RunStarted
+from tui.core.liveness import Lease
+from tui.results.record import RunRecord
+from tui.results.store import ResultStore
 
 RUN = "bench-run"
 PROBE_S = 0.05
@@ -88,12 +98,40 @@ def feeder(
     return sent
 
 
-async def bench(seconds: float, rate: int, n_hosts: int) -> dict[str, float]:
+def foreign_runs(results: Path, n: int) -> set[str]:
+    """``n`` runs another machine's controller has as running, started in the last minute."""
+    owner = Lease(host="far-away", pid=4242).text()
+    ids = set()
+    with ResultStore(results / "fleetperf.sqlite") as store:
+        for i in range(n):
+            started = datetime.fromtimestamp(time.time() - 60 + i * 60 / n, UTC)
+            run_id = f"{started:%Y%m%d-%H%M%S}-bench-{i:016x}"
+            store.add(
+                RunRecord(
+                    run_id=run_id,
+                    case="bench",
+                    vendor="cpu",
+                    config="CPUx1x1",
+                    hosts=["far-node"],
+                    status="running",
+                    started=started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    controller=owner,
+                )
+            )
+            ids.add(run_id)
+    return ids
+
+
+async def bench(seconds: float, rate: int, n_hosts: int, foreign: int = 0) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="fleetperf-bench-") as tmp_dir:
-        return await _bench(Path(tmp_dir), seconds, rate, n_hosts)
+        return await _bench(Path(tmp_dir), seconds, rate, n_hosts, foreign)
 
 
-async def _bench(tmp: Path, seconds: float, rate: int, n_hosts: int) -> dict[str, float]:
+async def _bench(
+    tmp: Path, seconds: float, rate: int, n_hosts: int, foreign: int
+) -> dict[str, float]:
+    (tmp / "results").mkdir()
+    foreign_ids = foreign_runs(tmp / "results", foreign) if foreign else set()
     config = AppConfig(paths.REPO_ROOT / "inventory" / "local.yml", tmp / "results", tmp / "data")
     app = FleetperfApp(config)
     hosts = [f"node-{i:02d}" for i in range(n_hosts)]
@@ -114,6 +152,7 @@ async def _bench(tmp: Path, seconds: float, rate: int, n_hosts: int) -> dict[str
         load0 = psutil.getloadavg()[0]
         timer = GcTimer(start)
         stalls: list[tuple[float, float]] = []  # (probe start since start, lag)
+        followers = 0  # the most threads seen following the foreign runs at once
         gc.callbacks.append(timer)
         thread.start()
         next_rss = start
@@ -127,6 +166,8 @@ async def _bench(tmp: Path, seconds: float, rate: int, n_hosts: int) -> dict[str
                 if t0 >= next_rss:
                     rss.append((t0 - start, proc.memory_info().rss / 2**20))
                     next_rss += 5.0
+                    names = {t.name for t in threading.enumerate()}
+                    followers = max(followers, len(names & foreign_ids))
         finally:
             gc.callbacks.remove(timer)
         elapsed = time.monotonic() - start
@@ -151,6 +192,9 @@ async def _bench(tmp: Path, seconds: float, rate: int, n_hosts: int) -> dict[str
         "rss_series": rss,
         "stalls": [(t, lag, timer.inside(t, t + PROBE_S + lag)) for t, lag in stalls],
         "gc_runs": timer.runs,
+        "foreign": len(foreign_ids),
+        "followers": followers,
+        "threads_end": threading.active_count(),
     }
 
 
@@ -159,8 +203,9 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--rate", type=int, default=5000)
     ap.add_argument("--hosts", type=int, default=64)
+    ap.add_argument("--foreign", type=int, default=0, help="foreign running runs in the store")
     args = ap.parse_args()
-    r = asyncio.run(bench(args.seconds, args.rate, args.hosts))
+    r = asyncio.run(bench(args.seconds, args.rate, args.hosts, args.foreign))
     print(
         f"events: {r['events']} in {args.seconds:.0f} s ({r['events_per_s']:.0f}/s) "
         f"from {args.hosts} hosts; table rows: {r['rows']}"
@@ -186,6 +231,12 @@ def main() -> None:
                 f"gc generation {gen}: {len(runs)} collections, longest {max(runs) * 1000:.1f} ms,"
                 f" {sum(runs) * 1000:.0f} ms in all"
             )
+    if r["foreign"]:
+        print(
+            f"foreign running runs in the store: {r['foreign']}; threads following them:"
+            f" at most {r['followers']} at once; threads of the process at the end:"
+            f" {r['threads_end']}"
+        )
     print(f"stalls over {STALL_S * 1000:.0f} ms: {len(r['stalls'])}")
     for t, lag, runs in r["stalls"]:
         inside = ", ".join(f"gen {g} {d * 1000:.0f} ms" for _, g, d in runs) or "no collection"

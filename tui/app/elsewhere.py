@@ -25,6 +25,8 @@ from tui.results.record import RUN_ID, RunRecord
 FOLLOW_MAX = 8  # other controllers' runs followed at once, a thread each
 FRESH_S = 15 * 60  # followed only with a sign of life this recent
 SKEW_S = 5 * 60  # a start this far ahead of our clock is no sign of life, but a made-up one
+CROWD = 4 * FOLLOW_MAX  # more runs than this elsewhere: the store is asked less often,
+CROWDED_LOOK_S = 30.0  # every this many seconds (not every 2 s)
 
 
 @dataclass
@@ -55,23 +57,28 @@ def heartbeat(record: RunRecord, results_dir: Path, now: float) -> float | None:
     return max(beat, log.st_mtime) if stat.S_ISREG(log.st_mode) else beat
 
 
+def quiet(records: list[RunRecord], results_dir: Path, now: float) -> list[str]:
+    """The ids of the runs without a sign of life in the last FRESH_S."""
+    return [r.run_id for r in records if not _fresh(heartbeat(r, results_dir, now), now)]
+
+
+def _fresh(beat: float | None, now: float) -> bool:
+    return beat is not None and now - beat <= FRESH_S
+
+
 def choose(records: list[RunRecord], following: set[str], results_dir: Path, now: float) -> Choice:
     """Of the runs other controllers have as running (``records``), given the run ids
     followed now: keep following those with a fresh heartbeat, follow the freshest others
     while fewer than FOLLOW_MAX are followed, list the rest."""
     beats = {r.run_id: heartbeat(r, results_dir, now) for r in records}
-
-    def fresh(run_id: str) -> bool:
-        beat = beats.get(run_id)
-        return beat is not None and now - beat <= FRESH_S
-
-    newest = sorted(records, key=lambda r: beats[r.run_id] or 0.0, reverse=True)
-    choice = Choice(drop=[run_id for run_id in following if run_id in beats and not fresh(run_id)])
+    newest = sorted(records, key=lambda r: (beats[r.run_id] or 0.0, r.run_id), reverse=True)
+    choice = Choice(drop=[i for i in following if i in beats and not _fresh(beats[i], now)])
     kept = len(following) - len(choice.drop)
     for record in newest:
-        if record.run_id in following and record.run_id not in choice.drop:
+        run_id = record.run_id
+        if run_id in following and run_id not in choice.drop:
             continue
-        if kept < FOLLOW_MAX and fresh(record.run_id) and record.run_id not in following:
+        if kept < FOLLOW_MAX and _fresh(beats[run_id], now) and run_id not in following:
             choice.follow.append(record)
             kept += 1
         else:

@@ -72,9 +72,12 @@ class DashboardScreen(Screen[None]):
         self.selected: str | None = None
         self._items: dict[str, RunProgress] = {}
         self._followed: dict[str, FollowedRun] = {}  # other controllers' runs, by run id
-        self._listed: list[RunRecord] = []  # and those not followed (elsewhere.choose)
+        # The ids of those not followed (elsewhere.choose): ids only, so a look's thousand
+        # records die young instead of filling the collector's oldest generation.
+        self._listed: list[str] = []
         self._quiet: set[str] = set()  # followed once, stopped for want of a sign of life
         self._looking = threading.Lock()  # one look for them at a time
+        self._next_look = 0.0  # (monotonic) no look before this
         self._shown_listed: list[str] | None = None  # the run ids #elsewhere names
         self._status_lines = 1  # the status line's height now (it wraps, up to three)
 
@@ -115,24 +118,37 @@ class DashboardScreen(Screen[None]):
         the rest. The feed learns a run first, so it is shown from its first event."""
         if not self._looking.acquire(blocking=False):  # the last look has not ended
             return
-        session, feed = self.app.session, self.app.feed
+        session, now = self.app.session, time.time()
         try:
             following = {
                 i for i, h in self._followed.items() if not h.done and i not in self._quiet
             }
+            if time.monotonic() < self._next_look:  # between looks: the followed ones only
+                started = [self._followed[i].started for i in following]
+                self._drop(elsewhere.quiet(started, session.results_dir, now))
+                return
             records = session.running_elsewhere()
-            choice = elsewhere.choose(records, following, session.results_dir, time.time())
-            for run_id in choice.drop:  # the run may go on: it is listed, not followed
-                self._quiet.add(run_id)
-                self._followed[run_id].close()
-                feed.set_status(run_id, "not followed", f"no sign of life here in {QUIET}")
+            choice = elsewhere.choose(records, following, session.results_dir, now)
+            self._drop(choice.drop)
             for record in choice.follow:
                 self._follow(record)
-            self._listed = choice.listed
+            self._listed = [r.run_id for r in choice.listed]
+            # A crowded store is read less often: a thousand records a look cost the event
+            # loop collections of the garbage they leave (docs/benchmarks.md).
+            if len(records) > elsewhere.CROWD:
+                self._next_look = time.monotonic() + elsewhere.CROWDED_LOOK_S
         except UserInputError:  # a store that cannot be read now, a run just ended: next time
             pass
         finally:
             self._looking.release()
+
+    def _drop(self, run_ids: list[str]) -> None:
+        """Stop following these runs (they may go on): listed, not followed."""
+        for run_id in run_ids:
+            self._quiet.add(run_id)
+            self._followed[run_id].close()
+            self.app.feed.set_status(run_id, "not followed", f"no sign of life here in {QUIET}")
+            self._listed = [*self._listed, run_id]
 
     def _follow(self, record: RunRecord) -> None:
         handle = self.app.session.follow(record.run_id)
@@ -181,8 +197,7 @@ class DashboardScreen(Screen[None]):
 
     def _show_listed(self) -> None:
         """The runs other controllers run that are not followed, named on one line."""
-        listed = self._listed
-        ids = [r.run_id for r in listed]
+        ids = self._listed
         if ids == self._shown_listed:
             return
         self._shown_listed = ids
