@@ -142,7 +142,7 @@ def test_history_filters_compare_and_export(tmp_path: Path) -> None:
             marked = sorted(
                 (r for r in records if r.run_id in ("run-3", "run-new")), key=lambda r: r.started
             )
-            assert (tmp_path / "out" / "x.md").read_text() == render(marked, "md") + "\n"
+            assert (tmp_path / "out" / "x.md").read_text() == render(marked, "md", ids=True) + "\n"
             assert (tmp_path / "out" / "x.csv").read_text() == render(marked, "csv") + "\n"
             exported = json.loads((tmp_path / "out" / "x.json").read_text())
             assert [r["run_id"] for r in exported] == ["run-3", "run-new"]
