@@ -778,7 +778,8 @@ SUBCOMMANDS = (
 
 
 def _leaf(p: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
-    """The parser of the (sub)subcommand given: ``store import``'s, ``results``'s, or ``p``."""
+    """The parser of the (sub)subcommand given: ``store import``'s, ``results``'s, or ``p``.
+    (argparse lists a parser's actions and options only in these underscored attributes.)"""
     while True:
         nested = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
         name = getattr(args, nested[0].dest, None) if nested else None
