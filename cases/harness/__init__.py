@@ -15,6 +15,7 @@ A case's ``run.py`` uses ``run_case`` and ``Run`` (the SDK); its ``prepare.py``
                   shared hyperparameters' bounds, ``bounds``, ``choices``, ``overridable``;
                   config.json's hp checked once
 - ``layout``      Layout: data x tensor x pipeline parallel ranks, which rank counts a batch
+- ``order``       epoch_sampler(): FlagPerf's training order over epochs, or a reshuffle
 - ``staging``     prepare_main(), find_dir, link_or_copy, the data manifest (DATA_MANIFEST)
 - ``tiny``        synthetic-data builders: WordPiece vocabulary, tiny Llama, Llama config check
 - ``jsonl``       json_lines(): a JSON-lines file's values, errors naming file and line

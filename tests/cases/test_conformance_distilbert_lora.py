@@ -51,6 +51,14 @@ def _epoch_sampler(order: str, replicas: int, rank: int):
     return case_module(DISTILBERT, "run").epoch_sampler(range(ROWS), order, replicas, rank, 0)
 
 
+def test_run_py_stays_at_160_lines_or_fewer() -> None:
+    """What a seed needs to run as FlagPerf did lives in the harness or the case's own
+    modules; run.py reads as model, data and evaluation."""
+    for case in (DISTILBERT, LORA, "llama2_7b-deepspeed"):
+        lines = (CASES / case / "run.py").read_text().count("\n")
+        assert lines <= 160, f"{case}/run.py: {lines} lines"
+
+
 # -- point 5: DistilBERT's epoch order ----------------------------------------------------
 def test_distilbert_seed_rows_run_flagperfs_order_and_reshuffle_is_named_in_fix_hp() -> None:
     for ref in SEED_CONFIGS:
