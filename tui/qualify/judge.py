@@ -1,0 +1,379 @@
+"""Judging a fleet's samples against the fleet itself: each host (or device, link, rank)
+against its peers, with verdicts that repeat and never accuse what the numbers cannot prove.
+
+For each metric, a unit (a host, or one device of a host) is compared with the other units:
+the peers' median and a robust spread (the MAD, scaled to a standard deviation) give a band;
+the unit's own samples give a distribution-free confidence interval of its median (order
+statistics, no resampling, so the same samples always give the same interval). A unit is
+flagged only when that interval lies wholly outside the band, on the worse side, by more
+than the rule's floor. Busy samples (other work on the host) turn a flag into
+"inconclusive"; a throttled device keeps its flag, with the throttle named as the likely
+cause. No I/O here: the caller measures, this module judges.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+
+# The band is the peers' median +- BAND_MADS scaled MADs (about 3 standard deviations).
+BAND_MADS = 3.0
+MAD_TO_SIGMA = 1.4826
+# The confidence of a unit's interval: the order-statistic interval of the median with at
+# least this coverage, or the whole range where there are too few samples to reach it.
+CONFIDENCE = 0.95
+# A verdict against peers needs at least this many of them: with one peer there is no
+# telling which of the two is the odd one.
+MIN_PEERS = 2
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One measurement of ``metric`` on ``host`` (and ``device``, None for the host as a
+    whole), with its covariates: ``busy`` says why the host was busy with other work
+    during the sample (None when quiet), ``throttle`` the hardware's throttle reason
+    (None when none or unknown)."""
+
+    host: str
+    device: str | None
+    metric: str
+    value: float
+    busy: str | None = None
+    throttle: str | None = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How ``metric`` is judged: which way is better, and the floor in percent of the
+    peers' median that a unit must fall beyond the peers' band before it is flagged."""
+
+    metric: str
+    higher_is_better: bool
+    floor_pct: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A unit's verdict on one metric. ``ratio`` is median / peer_median; ``peer_median``
+    and ``ratio`` are None where there were too few peers. ``verdict`` is "ok", "flagged"
+    or "inconclusive"; ``reason`` says why (shown as "inconclusive: <reason>")."""
+
+    host: str
+    device: str | None
+    metric: str
+    n: int
+    median: float | None
+    lo: float | None
+    hi: float | None
+    peer_median: float | None
+    ratio: float | None
+    verdict: str
+    reason: str
+    peer_lo: float | None = None  # the peers' band
+    peer_hi: float | None = None
+
+
+@dataclass(frozen=True)
+class LinkVerdict:
+    """One pair's verdict: its samples against the other pairs."""
+
+    pair: tuple[str, str]
+    n: int
+    median: float | None
+    lo: float | None
+    hi: float | None
+    peer_median: float | None
+    ratio: float | None
+    verdict: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class LinkReport:
+    """The pair matrix judged: ``hosts`` are hosts all of whose links are slow (the host or
+    its NIC), ``pairs`` the slow pairs not explained by such a host (that path)."""
+
+    links: list[LinkVerdict]
+    hosts: list[str]
+    pairs: list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """A rank slower than its peers in the all-host collective."""
+
+    rank: int
+    host: str
+    n: int
+    median: float | None
+    lo: float | None
+    hi: float | None
+    peer_median: float | None
+    ratio: float | None
+    reason: str
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+@cache
+def _order_rank(n: int) -> int:
+    """The largest k (1-based) with P(X_(k) <= median <= X_(n+1-k)) >= CONFIDENCE, or 1."""
+    below = 0.0  # P(Binomial(n, 1/2) <= k - 1)
+    best = 1
+    for k in range(1, n // 2 + 1):
+        below += math.comb(n, k - 1) / 2**n
+        if 1 - 2 * below < CONFIDENCE:
+            break
+        best = k
+    return best
+
+
+def interval(values: Sequence[float]) -> tuple[float, float]:
+    """A distribution-free confidence interval of the median of ``values``: the order
+    statistics X_(k), X_(n+1-k) covering the median with probability >= 95 %; the whole
+    range (min, max) where fewer than 6 values cannot reach that. Deterministic."""
+    if not values:
+        raise ValueError("interval of no values")
+    ordered = sorted(values)
+    k = _order_rank(len(ordered))
+    return ordered[k - 1], ordered[len(ordered) - k]
+
+
+def side(iv: tuple[float, float], band: tuple[float, float], floor_pct: float) -> int:
+    """-1 when interval ``iv`` lies wholly below ``band`` by more than ``floor_pct`` percent
+    of the band's centre, +1 wholly above, 0 otherwise."""
+    margin = abs(band[0] + band[1]) / 2 * floor_pct / 100
+    if iv[1] < band[0] - margin:
+        return -1
+    if iv[0] > band[1] + margin:
+        return 1
+    return 0
+
+
+def outside(iv: tuple[float, float], band: tuple[float, float], floor_pct: float) -> bool:
+    """Whether interval ``iv`` lies wholly outside ``band`` by more than ``floor_pct``
+    percent of the band's centre (either side)."""
+    return side(iv, band, floor_pct) != 0
+
+
+@dataclass(frozen=True)
+class _Band:
+    median: float
+    lo: float
+    hi: float
+
+
+def _band(values: Sequence[float]) -> _Band:
+    mid = median(values)
+    spread = BAND_MADS * MAD_TO_SIGMA * median([abs(v - mid) for v in values])
+    return _Band(mid, mid - spread, mid + spread)
+
+
+def _peer_bands(reference: Sequence[float]) -> Callable[[float | None], _Band | None]:
+    """The band of ``reference`` without one member (leave one out), by that member's value;
+    None for a unit that is not in ``reference``. O(1) per call after an O(n log n) setup
+    (a 1,000-host fleet has 499,500 pairs): removing one value moves the median, and the
+    median of deviations, to one of a few neighbours in the sorted lists."""
+    ordered = sorted(reference)
+    whole = _band(ordered) if len(ordered) >= MIN_PEERS else None
+    deviations: dict[float, list[float]] = {}
+
+    def band(member: float | None) -> _Band | None:
+        if member is None:
+            return whole
+        if len(ordered) - 1 < MIN_PEERS:
+            return None
+        mid = _median_without(ordered, member)
+        if mid not in deviations:
+            deviations[mid] = sorted(abs(v - mid) for v in ordered)
+        spread = BAND_MADS * MAD_TO_SIGMA * _median_without(deviations[mid], abs(member - mid))
+        return _Band(mid, mid - spread, mid + spread)
+
+    return band
+
+
+def _median_without(ordered: list[float], value: float) -> float:
+    """The median of sorted ``ordered`` with one occurrence of ``value`` taken out."""
+    gone = bisect.bisect_left(ordered, value)
+    n = len(ordered) - 1
+
+    def at(j: int) -> float:
+        return ordered[j] if j < gone else ordered[j + 1]
+
+    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) / 2
+
+
+def _worse(rule: Rule) -> int:
+    return -1 if rule.higher_is_better else 1
+
+
+def _finite(values: Sequence[float]) -> list[float]:
+    return [v for v in values if math.isfinite(v)]
+
+
+def _reasons(values: Sequence[str | None]) -> str:
+    return "; ".join(sorted({v for v in values if v}))
+
+
+def _pct(value: float, reference: float) -> str:
+    return f"{abs(value / reference - 1) * 100:.0f} %"
+
+
+def _unit_key(key: tuple[str, str | None]) -> tuple[str, bool, str]:
+    return key[0], key[1] is not None, key[1] or ""
+
+
+def judge(samples: Sequence[Sample], rules: Mapping[str, Rule], repeat: int) -> list[Verdict]:
+    """Each host (and each device) against its peers, per metric: hosts are the peers of
+    hosts, devices of devices. Verdicts sorted by metric, host, device; the same samples in
+    any order give the same verdicts."""
+    groups: dict[tuple[str, bool], dict[tuple[str, str | None], list[Sample]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for s in samples:
+        groups[s.metric, s.device is None][s.host, s.device].append(s)
+    verdicts = []
+    for (metric, _), units in groups.items():
+        rule = rules.get(metric)
+        # A peer's value: the median of its quiet, unthrottled samples, where it has enough.
+        members = {}
+        for key, unit in units.items():
+            quiet = _finite([s.value for s in unit if s.busy is None and s.throttle is None])
+            if len(quiet) >= max(repeat, 1):
+                members[key] = median(quiet)
+        bands = _peer_bands(list(members.values()))
+        for key in sorted(units, key=_unit_key):
+            verdicts.append(_judge_unit(units[key], rule, repeat, bands(members.get(key))))
+    return sorted(verdicts, key=lambda v: (v.metric, *_unit_key((v.host, v.device))))
+
+
+def _judge_unit(unit: list[Sample], rule: Rule | None, repeat: int, band: _Band | None) -> Verdict:
+    first = unit[0]
+    values = _finite([s.value for s in unit])
+    dropped = len(unit) - len(values)
+
+    def verdict(name: str, reason: str, **numbers: float | None) -> Verdict:
+        return Verdict(
+            first.host,
+            first.device,
+            first.metric,
+            len(values),
+            verdict=name,
+            reason=reason,
+            **{"median": None, "lo": None, "hi": None, "peer_median": None, "ratio": None}
+            | numbers,
+        )
+
+    if rule is None:
+        return verdict("inconclusive", "no rule for this metric")
+    if len(values) < repeat or not values:
+        bad = f", {dropped} not a finite number" if dropped else ""
+        return verdict("inconclusive", f"only {len(values)} samples{bad} (--repeat {repeat})")
+    lo, hi = interval(values)
+    mid = median(values)
+    if band is None:
+        return verdict(
+            "inconclusive",
+            f"fewer than {MIN_PEERS} peers to compare with",
+            median=mid,
+            lo=lo,
+            hi=hi,
+        )
+    numbers = {
+        "median": mid,
+        "lo": lo,
+        "hi": hi,
+        "peer_median": band.median,
+        "peer_lo": band.lo,
+        "peer_hi": band.hi,
+    }
+    if band.median == 0:
+        return verdict("inconclusive", "the peers' median is 0: no ratio", **numbers)
+    numbers["ratio"] = mid / band.median
+    busy = _reasons([s.busy for s in unit])
+    throttle = _reasons([s.throttle for s in unit])
+    where = side((lo, hi), (band.lo, band.hi), rule.floor_pct)
+    if where == _worse(rule):
+        off = f"{_pct(mid, band.median)} worse than peers"
+        off += f" (beyond their band and the {rule.floor_pct:g} % floor)"
+        if throttle:
+            return verdict("flagged", f"{off}; throttled: {throttle} (likely cause)", **numbers)
+        if busy:
+            return verdict("inconclusive", f"busy: {busy}", **numbers)
+        return verdict("flagged", off, **numbers)
+    notes = [f"{_pct(mid, band.median)} better than peers"] if where else []
+    notes += [f"busy: {busy}"] * bool(busy) + [f"throttled: {throttle}"] * bool(throttle)
+    return verdict("ok", "; ".join(notes), **numbers)
+
+
+def judge_links(
+    pairs: Mapping[tuple[str, str], Sequence[float]], rule: Rule, repeat: int = 1
+) -> LinkReport:
+    """The pair matrix judged: each pair's samples against the other pairs. A host with at
+    least two links, every one of them slow, is named (the host or its NIC) and its links are
+    not named again; any other slow pair is that path. (a, b) and (b, a) are one pair."""
+    merged: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for (a, b), values in pairs.items():
+        merged[min(a, b), max(a, b)].extend(values)
+    values = {pair: _finite(v) for pair, v in merged.items()}
+    members = {pair: median(v) for pair, v in values.items() if v and len(v) >= repeat}
+    bands = _peer_bands(list(members.values()))
+    links = []
+    for pair in sorted(values):
+        unit = [Sample(pair[0], pair[1], rule.metric, v) for v in values[pair]]
+        v = _judge_unit(unit, rule, repeat, bands(members.get(pair))) if unit else None
+        if v is None:
+            links.append(
+                LinkVerdict(pair, 0, None, None, None, None, None, "inconclusive", "no samples")
+            )
+        else:
+            links.append(
+                LinkVerdict(
+                    pair, v.n, v.median, v.lo, v.hi, v.peer_median, v.ratio, v.verdict, v.reason
+                )
+            )
+    slow = {link.pair for link in links if link.verdict == "flagged"}
+    ends = sorted({h for pair in values for h in pair})
+    hosts = [h for h in ends if _all_slow(h, values, slow)]
+    paths = [pair for pair in sorted(slow) if not set(pair) & set(hosts)]
+    return LinkReport(links, hosts, paths)
+
+
+def _all_slow(
+    host: str, pairs: Mapping[tuple[str, str], object], slow: set[tuple[str, str]]
+) -> bool:
+    mine = [pair for pair in pairs if host in pair]
+    return len(mine) >= 2 and all(pair in slow for pair in mine)
+
+
+def stragglers(
+    rank_times: Mapping[int, tuple[str, float | Sequence[float]]], rule: Rule
+) -> list[Straggler]:
+    """The ranks of the all-host collective slower than their peers, by rank, each with its
+    host. A rank's time is one number or several (one per iteration: then it has a
+    confidence interval); it should exclude waiting for others, which every rank shares."""
+    times = {}
+    for rank, (host, value) in rank_times.items():
+        values = _finite([value] if isinstance(value, int | float) else value)
+        if values:
+            times[rank] = (host, values)
+    members = {rank: median(values) for rank, (_, values) in times.items()}
+    bands = _peer_bands(list(members.values()))
+    found = []
+    for rank in sorted(times):
+        host, values = times[rank]
+        v = _judge_unit(
+            [Sample(host, str(rank), rule.metric, t) for t in values], rule, 1, bands(members[rank])
+        )
+        if v.verdict == "flagged":
+            found.append(
+                Straggler(rank, host, v.n, v.median, v.lo, v.hi, v.peer_median, v.ratio, v.reason)
+            )
+    return found
