@@ -8,6 +8,14 @@ from typing import Any
 _handles: dict[int, Any] = {}
 _failed = False
 
+# NVML's clocks event (throttle) reason bits (nvml.h), by the name a sys record gives them:
+# the reasons that mean the hardware held the clocks down, not idle or application settings.
+THROTTLE_BITS = {
+    "thermal": 0x20 | 0x40,  # SW thermal slowdown, HW thermal slowdown
+    "power_cap": 0x04,  # SW power cap
+    "hw_slowdown": 0x08 | 0x80,  # HW slowdown, HW power brake slowdown
+}
+
 
 def device_handle(index: int) -> Any | None:
     """The NVML handle of CUDA device ``index`` (as torch numbers it), or None."""
@@ -43,8 +51,9 @@ def device_handle(index: int) -> Any | None:
 def readings(index: int) -> dict[str, float]:
     """What NVML says of CUDA device ``index`` now, as the ``sys`` record's ``dev{d}_*``
     fields want them: board power and its default limit (the board's TDP) in W, GPU
-    temperature in °C, memory used and total (every process) in GiB, utilisation in %.
-    A figure the device or driver does not give is left out."""
+    temperature in °C, memory used and total (every process) in GiB, utilisation in %, SM
+    and memory clocks in MHz, and ``throttle_<reason>`` (1 active, 0 not) for each of
+    THROTTLE_BITS. A figure the device or driver does not give is left out."""
     handle = device_handle(index)
     if handle is None:
         return {}
@@ -57,16 +66,34 @@ def readings(index: int) -> dict[str, float]:
             pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU)
         ),
         "util": lambda: float(pynvml.nvmlDeviceGetUtilizationRates(handle).gpu),
+        "sm_clock_mhz": lambda: float(pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)),
+        "mem_clock_mhz": lambda: float(
+            pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM)
+        ),
     }
     out: dict[str, float] = {}
     for key, query in queries.items():
         with contextlib.suppress(Exception):  # NVMLError_NotSupported on some boards
             out[key] = query()
+    if (reasons := _event_reasons(pynvml, handle)) is not None:
+        for name, bits in THROTTLE_BITS.items():
+            out[f"throttle_{name}"] = 1.0 if reasons & bits else 0.0
     used, total = device_memory_bytes(index)
     if used is not None and total:
         out["mem_used_gib"] = used / 2**30
         out["mem_total_gib"] = total / 2**30
     return out
+
+
+def _event_reasons(pynvml: Any, handle: Any) -> int | None:
+    """The clocks event reasons bitmask (drivers from 535; older ones: throttle reasons)."""
+    for name in (
+        "nvmlDeviceGetCurrentClocksEventReasons",
+        "nvmlDeviceGetCurrentClocksThrottleReasons",
+    ):
+        with contextlib.suppress(Exception):
+            return int(getattr(pynvml, name)(handle))
+    return None
 
 
 def device_memory_bytes(index: int) -> tuple[int | None, int | None]:

@@ -52,6 +52,7 @@ from harness.layout import Layout
 from harness.memory import MemoryMonitor
 from harness.peak_cache import cache_path
 from harness.perf import PerfTotals, PerfTracker, token_rates
+from harness.procwindow import run_root
 from harness.result import ModelFlops, build_result
 from harness.sysmon import SysMonitor, SysSampler
 from harness.workload import guarded, load_config, require_paths
@@ -117,7 +118,11 @@ class Run:
         self.energy = open_meter(self.device, env.local_rank)  # over run.perf's window
         self.memory = MemoryMonitor(self.device)
         self.sysmon = (  # local rank 0 writes the node's sys records (every device's)
-            SysMonitor(SysSampler(self.device, env.local_world_size), events, SYS_EVERY_S)
+            SysMonitor(
+                SysSampler(self.device, env.local_world_size, root=run_root(args.run_dir)),
+                events,
+                SYS_EVERY_S,
+            )
             if events.allowed("sys")
             else None
         )

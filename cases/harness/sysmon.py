@@ -8,7 +8,14 @@ memory and utilisation where the hardware says (docs/workload-contract.md, docs/
   seconds (the CPUs' packages only; left out where RAPL is not readable, as on most VMs);
 - for each device d of the node (the CUDA index torch uses, 0..nproc_per_node-1), from NVML:
   ``dev{d}_power_w``, ``dev{d}_power_limit_w`` (the default limit: the board's TDP),
-  ``dev{d}_temp_c``, ``dev{d}_mem_used_gib``, ``dev{d}_mem_total_gib``, ``dev{d}_util``.
+  ``dev{d}_temp_c``, ``dev{d}_mem_used_gib``, ``dev{d}_mem_total_gib``, ``dev{d}_util``,
+  the clocks ``dev{d}_sm_clock_mhz``, ``dev{d}_mem_clock_mhz`` and the throttle reasons
+  ``dev{d}_throttle_thermal``, ``dev{d}_throttle_power_cap``, ``dev{d}_throttle_hw_slowdown``
+  (1 active, 0 not); on iluvatar the same clocks, temperature and reasons from ``ixsmi``;
+- ``cpu_freq_mhz``: the CPUs' mean current frequency (cpufreq);
+- the run's window so far (harness.procwindow): ``others_cpu_s`` (CPU seconds used by
+  processes outside the run's process tree), ``window_s``, ``host_cpus`` and ``others``,
+  the top three of them.
 A figure nobody gives is left out (the controller's summary says why it is null).
 
 ``SysMonitor`` takes a sample every ``interval_s`` on a daemon thread for the whole run, as
@@ -27,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from harness.energy import rapl_counter
 from harness.memory import GIB, host_total_gib
+from harness.procwindow import ProcWindow, cpu_freq_mhz
 
 if TYPE_CHECKING:
     from harness.device import Device
@@ -39,10 +47,17 @@ class SysSampler:
         device: Device | None = None,
         devices_per_node: int = 1,
         clock: Callable[[], float] = time.monotonic,
+        root: int | None = None,
     ) -> None:
+        """``root``: the run's topmost process (harness.procwindow.run_root); None: no
+        window of other processes' CPU."""
         self.clock = clock
-        # Other vendors: no library we read (their smi tools are too slow to poll).
-        self._cuda_indices = range(devices_per_node) if device and device.stack.nvml else range(0)
+        stack = device.stack if device else None
+        self._cuda_indices = range(devices_per_node) if stack and stack.nvml else range(0)
+        # ixsmi speaks nvidia-smi's query syntax; kunlunxin's xpu_smi has none documented.
+        self._smi = stack.smi if stack else None
+        self._smi_devices = devices_per_node
+        self._window = ProcWindow(root) if root is not None else None
         self._rapl, _ = rapl_counter()
         self._rapl_last = (self._rapl.read(), clock()) if self._rapl else None
         try:
@@ -53,8 +68,8 @@ class SysSampler:
         except ImportError:
             self._psutil = None
 
-    def sample(self) -> dict[str, float | None]:
-        record: dict[str, float | None] = {
+    def sample(self) -> dict[str, object]:
+        record: dict[str, object] = {
             "cpu_percent": None,
             "host_mem_used_gib": None,
             "host_mem_total_gib": None,
@@ -77,6 +92,15 @@ class SysSampler:
             for d in self._cuda_indices:
                 for key, value in nvml.readings(d).items():
                     record[f"dev{d}_{key}"] = value
+        elif self._smi:
+            from harness.smi import smi_readings
+
+            for d, got in smi_readings(self._smi, self._smi_devices).items():
+                record.update({f"dev{d}_{key}": value for key, value in got.items()})
+        if (freq := cpu_freq_mhz()) is not None:
+            record["cpu_freq_mhz"] = freq
+        if self._window is not None:
+            record.update(self._window.figures())
         return record
 
 

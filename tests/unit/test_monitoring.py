@@ -34,6 +34,11 @@ def gpu(d: int, power: float, temp: float, used: float, total: float = 80.0) -> 
         f"dev{d}_mem_used_gib": used,
         f"dev{d}_mem_total_gib": total,
         f"dev{d}_util": 90.0,
+        f"dev{d}_sm_clock_mhz": 1980.0,
+        f"dev{d}_mem_clock_mhz": 2619.0,
+        f"dev{d}_throttle_thermal": 0.0,
+        f"dev{d}_throttle_power_cap": 0.0,
+        f"dev{d}_throttle_hw_slowdown": 0.0,
     }
 
 
@@ -56,6 +61,10 @@ def test_average_max_and_population_std_by_hand() -> None:
                 host_mem_used_gib=4 * (i + 1),
                 host_mem_total_gib=16,
                 cpu_power_w=rapl,
+                cpu_freq_mhz=2400,
+                others_cpu_s=0.1 * i,
+                window_s=5.0 * i,
+                host_cpus=8,
                 **gpu(0, p0, 50 + i, 8 * (i + 1)),
                 **gpu(1, p1, 60, 40),
             )
@@ -102,8 +111,8 @@ def test_a_host_without_nvml_or_rapl_has_nulls_each_with_its_note() -> None:
         " (RAPL not readable there: most VMs, or root only)"
     ) in notes
     assert (
-        "host c1: no device readings: only NVML is read (nvidia devices), and this vendor cpu"
-        " host gave none"
+        "host c1: no device readings: only NVML (nvidia) and ixsmi (iluvatar) are read, and"
+        " this vendor cpu host gave none"
     ) in notes
     assert not any("RAPL figure" in n for n in notes)  # no system power shown: nothing to qualify
     assert energy_table(m.summary()) == [["c1", "system (CPU packages)", *[UNKNOWN] * 4]]
@@ -140,8 +149,11 @@ def test_two_hosts_a_missing_tdp_and_a_device_that_said_nothing() -> None:
         "mem_percent": None,
         "mem_used_gib": None,
         "util": None,
+        "sm_clock_mhz": None,
+        "mem_clock_mhz": None,
         "power_limit_w": None,
         "mem_total_gib": None,
+        "throttle": None,
     }
     notes = m.summary()["notes"]
     assert "host a device 0: no TDP (NVML gave no default power limit)" in notes

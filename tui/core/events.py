@@ -97,12 +97,23 @@ class EvalSample:
 
 
 @dataclass(frozen=True, slots=True)
+class OtherProcess:
+    """A process outside the run that used the host's CPUs during its window."""
+
+    pid: int
+    name: str
+    cpu_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class SysSample:
     run_id: str
     host: str
     rank: int
     t: float
     values: dict[str, float]
+    # The top users of the CPU outside the run over its window so far (harness.procwindow).
+    others: tuple[OtherProcess, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +186,10 @@ PEAK_NUMBERS = (
     "model_flops_per_s_per_device",
 )
 _MAX_PEAK_TEXT = 200
+# A sys event's ``others``: at most this many processes (the harness names its top 3), each
+# name at most this long (the kernel's comm is 15 bytes).
+MAX_OTHERS = 3
+_MAX_PROCESS_NAME = 64
 
 
 class _Broken(Exception):
@@ -335,7 +350,7 @@ def _typed(run_id: str, host: str, rec: dict[str, Any], received: float | None) 
             for k, v in rec.items()
             if k not in _HEADER and (num := _num(v)) is not None
         }
-        return SysSample(run_id, host, rank, t, values)
+        return SysSample(run_id, host, rank, t, values, _others(rec.get("others")))
     if kind == "start":
         return WorkloadStarted(run_id, host, rank, t, _need_count(rec, "world_size", least=1))
     if kind == "result":
@@ -371,6 +386,24 @@ def _result(run_id: str, host: str, rank: int, t: float, rec: dict[str, Any]) ->
         clean_tree(env) if isinstance(env, dict) and _shallow(env) else {},
         _peak(rec.get("peak")),
     )
+
+
+def _others(value: Any) -> tuple[OtherProcess, ...]:
+    """A sys event's ``others``: the well-formed entries ({pid, name, cpu_s}: a count, short
+    text, a number not negative) of a list of at most MAX_OTHERS; else none at all."""
+    if not isinstance(value, list) or len(value) > MAX_OTHERS:
+        return ()
+    out = []
+    for item in value:
+        if not isinstance(item, dict):
+            continue
+        pid, name, cpu_s = _count(item.get("pid")), item.get("name"), _num(item.get("cpu_s"))
+        if pid is None or cpu_s is None or cpu_s < 0:
+            continue
+        if not isinstance(name, str) or not 0 < len(name) <= _MAX_PROCESS_NAME:
+            continue
+        out.append(OtherProcess(pid, clean(name), cpu_s))
+    return tuple(out)
 
 
 def _peak(value: Any) -> dict[str, str | float | None] | None:

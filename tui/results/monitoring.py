@@ -5,7 +5,10 @@ run's ``sys`` samples (docs/monitoring.md).
 into running figures, constant memory per host and device however long the run: count,
 mean, population standard deviation (Welford) and maximum. ``Monitor.summary()`` is the
 record's ``monitoring`` object; ``energy_table`` and ``monitoring_table`` its two tables as
-cells, for the text tables (tui/results/tables.py) and the HTML report.
+cells, for the text tables (tui/results/tables.py) and the HTML report. The summary also
+says whether the run is ``busy`` (other processes used more than BUSY_FRACTION of a host's
+CPUs over the run's window) and whether a device was throttled (``throttle``): the
+covariates that make a verdict inconclusive or explain it (docs/monitoring.md).
 Controller code: no torch, no textual.
 """
 
@@ -17,14 +20,28 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.core.events import SysSample
+from tui.core.events import OtherProcess, SysSample
 
 UNKNOWN = "—"  # a figure that applies to the row but that the hardware did not give
+# Other processes' CPU over a run's window, as a fraction of the host's CPUs, from which the
+# run is busy: its numbers measure that other work too.
+BUSY_FRACTION = 0.1
+# The throttle reasons a device's samples name (harness.nvml.THROTTLE_BITS), as said.
+THROTTLE_REASONS = {"thermal": "thermal", "power_cap": "power cap", "hw_slowdown": "HW slowdown"}
 # The per-device keys of a sys sample: dev{d}_{name} (docs/workload-contract.md).
 _DEVICE_KEY = re.compile(
-    r"dev(\d{1,6})_(power_w|power_limit_w|temp_c|mem_used_gib|mem_total_gib|util)"
+    r"dev(\d{1,6})_(power_w|power_limit_w|temp_c|mem_used_gib|mem_total_gib|util"
+    r"|sm_clock_mhz|mem_clock_mhz|throttle_(?:thermal|power_cap|hw_slowdown))"
 )
-_DEVICE_STATS = ("power_w", "temp_c", "mem_percent", "mem_used_gib", "util")
+_DEVICE_STATS = (
+    "power_w",
+    "temp_c",
+    "mem_percent",
+    "mem_used_gib",
+    "util",
+    "sm_clock_mhz",
+    "mem_clock_mhz",
+)
 # What each of a device's figures is, for the notes that say which ones it lacks.
 _DEVICE_WORDS = {
     "power_w": "power",
@@ -68,8 +85,23 @@ class _Device:
     mem_percent: Stats = field(default_factory=Stats)
     mem_used_gib: Stats = field(default_factory=Stats)
     util: Stats = field(default_factory=Stats)
+    sm_clock_mhz: Stats = field(default_factory=Stats)
+    mem_clock_mhz: Stats = field(default_factory=Stats)
     power_limit_w: float | None = None  # the newest reading: a board's TDP does not move
     mem_total_gib: float | None = None
+    throttle_samples: int = 0  # samples that carried the throttle reasons
+    throttled: dict[str, int] = field(default_factory=dict)  # reason -> samples active
+
+
+@dataclass
+class _Window:
+    """The newest of a host's window figures (each sample's covers the run so far)."""
+
+    t: float
+    cpu_s: float
+    seconds: float
+    cpus: int
+    top: tuple[OtherProcess, ...]
 
 
 @dataclass
@@ -80,7 +112,9 @@ class _Host:
     cpu_percent: Stats = field(default_factory=Stats)
     host_mem_percent: Stats = field(default_factory=Stats)
     cpu_power_w: Stats = field(default_factory=Stats)
+    cpu_freq_mhz: Stats = field(default_factory=Stats)
     host_mem_total_gib: float | None = None
+    window: _Window | None = None
     devices: dict[int, _Device] = field(default_factory=dict)
 
 
@@ -103,6 +137,9 @@ class Monitor:
                 host.cpu_percent.add(v["cpu_percent"])
             if "cpu_power_w" in v:
                 host.cpu_power_w.add(v["cpu_power_w"])
+            if "cpu_freq_mhz" in v:
+                host.cpu_freq_mhz.add(v["cpu_freq_mhz"])
+            _add_window(host, ev)
             if (total := v.get("host_mem_total_gib")) is not None:
                 host.host_mem_total_gib = total
             if (pct := _percent(v.get("host_mem_used_gib"), total)) is not None:
@@ -132,7 +169,11 @@ class Monitor:
             if any(h["devices"] for h in hosts):
                 notes.append("device power is NVML's board power read at each sample")
             notes.append("system TDP: not read (no source gives it; FlagPerf shows '/')")
-            return {"hosts": hosts, "notes": notes}
+            out: dict[str, Any] = {"hosts": hosts, "notes": notes}
+            if all(h["others"] is not None for h in hosts):  # else: not known, not quiet
+                out["busy"] = busy_reason(hosts)
+            out["throttle"] = throttle_reason(hosts)
+            return out
 
     def _host_summary(self, name: str, host: _Host) -> dict[str, Any]:
         devices = [
@@ -147,6 +188,8 @@ class Monitor:
             "host_mem_percent": host.host_mem_percent.summary(),
             "host_mem_total_gib": host.host_mem_total_gib,
             "cpu_power_w": host.cpu_power_w.summary(),
+            "cpu_freq_mhz": host.cpu_freq_mhz.summary(),
+            "others": _window_summary(host.window),
             "devices": devices,
         }
 
@@ -163,10 +206,20 @@ class Monitor:
             for what, stats, reason in lacking
             if stats.summary() is None
         ]
-        if not host.devices:  # harness/sysmon.py reads NVML alone (nvidia-ml-py)
+        if host.cpu_freq_mhz.summary() is None:
             notes.append(
-                f"host {name}: no device readings: only NVML is read (nvidia devices),"
-                f" and this vendor {self.vendor} host gave none"
+                f"host {name}: no CPU frequency: /sys/devices/system/cpu/cpu*/cpufreq not"
+                " readable there (most VMs and containers)"
+            )
+        if host.window is None:
+            notes.append(
+                f"host {name}: other processes' CPU use not measured: its samples carry no"
+                " window (an older harness): busy or quiet is not known"
+            )
+        if not host.devices:  # harness/sysmon.py reads NVML (nvidia) and ixsmi (iluvatar)
+            notes.append(
+                f"host {name}: no device readings: only NVML (nvidia) and ixsmi (iluvatar)"
+                f" are read, and this vendor {self.vendor} host gave none"
             )
             return notes
         for d in range(self.nproc_per_node):
@@ -178,13 +231,82 @@ class Monitor:
             ]
             if lacks:
                 notes.append(f"host {name} device {d}: no {', '.join(lacks)}")
+            if not device.throttle_samples:
+                notes.append(
+                    f"host {name} device {d}: no throttle reasons: the driver or tool gave"
+                    " none (throttled or not is not known)"
+                )
         return notes
 
 
+def _add_window(host: _Host, ev: SysSample) -> None:
+    v = ev.values
+    cpu_s, seconds, cpus = v.get("others_cpu_s"), v.get("window_s"), v.get("host_cpus")
+    if cpu_s is None or seconds is None or cpus is None or cpu_s < 0 or seconds < 0:
+        return
+    if cpus >= 1 and (host.window is None or ev.t >= host.window.t):
+        host.window = _Window(ev.t, cpu_s, seconds, int(cpus), ev.others)
+
+
+def _window_summary(window: _Window | None) -> dict[str, Any] | None:
+    if window is None:
+        return None
+    cores = window.cpu_s / window.seconds if window.seconds > 0 else 0.0
+    return {
+        "cpu_s": window.cpu_s,
+        "seconds": window.seconds,
+        "host_cpus": window.cpus,
+        "cores": cores,
+        "fraction": cores / window.cpus,
+        "top": [{"pid": p.pid, "name": p.name, "cpu_s": p.cpu_s} for p in window.top],
+    }
+
+
+def busy_reason(hosts: list[dict[str, Any]]) -> str | None:
+    """'busy: host h: other processes used 0.62 of 2 CPUs (31 %) over 12 s: stress (pid 9)
+    7.4 s, ...' for each host whose others passed BUSY_FRACTION; None when none did."""
+    parts = []
+    for host in hosts:
+        others = host["others"]
+        if others is None or others["fraction"] <= BUSY_FRACTION:
+            continue
+        top = ", ".join(f"{p['name']} (pid {p['pid']}) {p['cpu_s']:.1f} s" for p in others["top"])
+        parts.append(
+            f"host {host['host']}: other processes used {others['cores']:.2f} of"
+            f" {others['host_cpus']} CPUs ({others['fraction'] * 100:.0f} %) over"
+            f" {others['seconds']:.0f} s" + (f": {top}" if top else "")
+        )
+    return "busy: " + "; ".join(parts) if parts else None
+
+
+def throttle_reason(hosts: list[dict[str, Any]]) -> str | None:
+    """'throttle: host h device 0: thermal in 3 of 24 samples' for each device whose
+    hardware held its clocks down in any sample; None when none did (or none said)."""
+    parts = []
+    for host in hosts:
+        for dev in host["devices"]:
+            seen = dev["throttle"]
+            if seen is None:
+                continue
+            active = [
+                f"{words} in {seen[key]} of {seen['samples']} samples"
+                for key, words in THROTTLE_REASONS.items()
+                if seen[key]
+            ]
+            if active:
+                parts.append(f"host {host['host']} device {dev['device']}: {', '.join(active)}")
+    return "throttle: " + "; ".join(parts) if parts else None
+
+
 def _add_device(device: _Device, got: dict[str, float]) -> None:
-    for key in ("power_w", "temp_c", "mem_used_gib", "util"):
+    for key in ("power_w", "temp_c", "mem_used_gib", "util", "sm_clock_mhz", "mem_clock_mhz"):
         if key in got:
             getattr(device, key).add(got[key])
+    reasons = {key: got.get(f"throttle_{key}") for key in THROTTLE_REASONS}
+    if all(r is not None for r in reasons.values()):
+        device.throttle_samples += 1
+        for key, active in reasons.items():
+            device.throttled[key] = device.throttled.get(key, 0) + (1 if active else 0)
     if "power_limit_w" in got:
         device.power_limit_w = got["power_limit_w"]
     if (total := got.get("mem_total_gib")) is not None:
@@ -204,6 +326,14 @@ def _device_summary(d: int, device: _Device) -> dict[str, Any]:
         **{key: _stat(device, key) for key in _DEVICE_STATS},
         "power_limit_w": device.power_limit_w,
         "mem_total_gib": device.mem_total_gib,
+        "throttle": (
+            {
+                "samples": device.throttle_samples,
+                **{k: device.throttled[k] for k in THROTTLE_REASONS},
+            }
+            if device.throttle_samples
+            else None
+        ),
     }
 
 

@@ -1,0 +1,132 @@
+"""What other processes used of the host's CPUs during a run, from /proc (docs/monitoring.md).
+
+``ProcWindow(root)`` reads every visible process's CPU time (``/proc/PID/stat``: utime,
+stime and the times of the children it reaped) when it is made; ``figures()`` reads them
+again and returns the window since: the CPU seconds used by processes that are not ``root``
+or its descendants, the top three of them by name, and the host's CPU count. A process
+that started and ended inside the window counts through the parent that reaped it; one
+reaped by a process this host does not show (another pid namespace) is not seen. Processes
+of other containers are not visible in a container's /proc: they are not counted.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+TOP = 3  # processes named in a busy verdict
+_NAME_CHARS = 64
+
+# (pid, start time in ticks): a pid reused within the window is another process.
+_Key = tuple[int, int]
+
+
+def _read(proc: Path) -> dict[_Key, tuple[int, str, int]]:
+    """Each visible process: key -> (parent pid, name, CPU ticks incl. reaped children)."""
+    out: dict[_Key, tuple[int, str, int]] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:  # ended between the listing and the read
+            continue
+        name = text[text.find("(") + 1 : text.rfind(")")]
+        fields = text[text.rfind(")") + 2 :].split()  # fields[0] is stat's field 3
+        try:
+            ppid, start = int(fields[1]), int(fields[19])
+            ticks = sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+        except (IndexError, ValueError):
+            continue
+        out[(int(entry.name), start)] = (ppid, name[:_NAME_CHARS], ticks)
+    return out
+
+
+def _tree(snapshot: dict[_Key, tuple[int, str, int]], root: int) -> set[_Key]:
+    """The keys of ``root`` and its descendants in one snapshot."""
+    children: dict[int, list[_Key]] = {}
+    for key, (ppid, _, _) in snapshot.items():
+        children.setdefault(ppid, []).append(key)
+    found = {key for key in snapshot if key[0] == root}
+    todo = [key[0] for key in found]
+    while todo:
+        for key in children.get(todo.pop(), []):
+            if key not in found:
+                found.add(key)
+                todo.append(key[0])
+    return found
+
+
+def run_root(run_dir: str, proc: Path = Path("/proc")) -> int:
+    """The run's topmost process: the furthest ancestor of this one whose command line
+    names ``run_dir`` (the launch's supervisor, torchrun), else this process."""
+    root, pid = os.getpid(), os.getpid()
+    want = os.path.normpath(run_dir)
+    while pid > 1:
+        try:
+            argv = (proc / str(pid) / "cmdline").read_bytes().split(b"\0")
+            ppid = int((proc / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+        if any(os.path.normpath(a.decode(errors="replace")) == want for a in argv if a):
+            root = pid
+        pid = ppid
+    return root
+
+
+class ProcWindow:
+    """The CPU other processes use from now on; ``root``'s process tree is the run's."""
+
+    def __init__(
+        self,
+        root: int,
+        proc: Path = Path("/proc"),
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.root, self.proc, self.clock = root, proc, clock
+        self._tick = os.sysconf("SC_CLK_TCK")
+        self._t0 = clock()
+        self._start = _read(proc)
+        self._ours = _tree(self._start, root)
+
+    def figures(self) -> dict[str, object]:
+        """The window so far: ``others_cpu_s``, ``window_s``, ``host_cpus`` and ``others``
+        (up to TOP of {pid, name, cpu_s}, most first): the sys event's window fields."""
+        now, t = _read(self.proc), self.clock()
+        ours = self._ours | _tree(now, self.root)
+        before = self._start
+        used: dict[_Key, int] = {
+            key: ticks - (before[key][2] if key in before else 0)
+            for key, (_, _, ticks) in now.items()
+            if key not in ours
+        }
+        total = sum(used.values())
+        # A process gone since the start: its last figures moved to the parent that reaped
+        # it, counted above; what it had used before the window is not the window's.
+        parents = {key[0] for key in now if key not in ours}
+        for key, (ppid, _, ticks) in before.items():
+            if key not in now and key not in ours and ppid in parents:
+                total -= ticks
+        top = sorted((k for k in used if used[k] > 0), key=lambda k: -used[k])[:TOP]
+        return {
+            "others_cpu_s": max(total, 0) / self._tick,
+            "window_s": t - self._t0,
+            "host_cpus": os.cpu_count() or 1,
+            "others": [
+                {"pid": k[0], "name": now[k][1], "cpu_s": used[k] / self._tick} for k in top
+            ],
+        }
+
+
+def cpu_freq_mhz(root: Path = Path("/sys/devices/system/cpu")) -> float | None:
+    """The CPUs' mean current frequency in MHz (cpufreq's scaling_cur_freq), or None where
+    cpufreq is not readable (most VMs and containers)."""
+    values = []
+    for path in root.glob("cpu[0-9]*/cpufreq/scaling_cur_freq"):
+        try:
+            values.append(int(path.read_text()) / 1000.0)  # kHz
+        except (OSError, ValueError):
+            continue
+    return sum(values) / len(values) if values else None
