@@ -19,14 +19,14 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+
+# Shared with history verdicts (tui/results/references.py), so defined a layer below.
+from tui.results.intervals import interval, side
+from tui.results.intervals import outside as outside  # judge.outside: issue 42's interface
 
 # The band is the peers' median +- BAND_MADS scaled MADs (about 3 standard deviations).
 BAND_MADS = 3.0
 MAD_TO_SIGMA = 1.4826
-# The confidence of a unit's interval: the order-statistic interval of the median with at
-# least this coverage, or the whole range where there are too few samples to reach it.
-CONFIDENCE = 0.95
 # A verdict against peers needs at least this many of them: with one peer there is no
 # telling which of the two is the odd one.
 MIN_PEERS = 2
@@ -120,47 +120,6 @@ class Straggler:
 
 def median(values: Sequence[float]) -> float:
     return statistics.median(values)
-
-
-@cache
-def _order_rank(n: int) -> int:
-    """The largest k (1-based) with P(X_(k) <= median <= X_(n+1-k)) >= CONFIDENCE, or 1."""
-    below = 0.0  # P(Binomial(n, 1/2) <= k - 1)
-    best = 1
-    for k in range(1, n // 2 + 1):
-        below += math.comb(n, k - 1) / 2**n
-        if 1 - 2 * below < CONFIDENCE:
-            break
-        best = k
-    return best
-
-
-def interval(values: Sequence[float]) -> tuple[float, float]:
-    """A distribution-free confidence interval of the median of ``values``: the order
-    statistics X_(k), X_(n+1-k) covering the median with probability >= 95 %; the whole
-    range (min, max) where fewer than 6 values cannot reach that. Deterministic."""
-    if not values:
-        raise ValueError("interval of no values")
-    ordered = sorted(values)
-    k = _order_rank(len(ordered))
-    return ordered[k - 1], ordered[len(ordered) - k]
-
-
-def side(iv: tuple[float, float], band: tuple[float, float], floor_pct: float) -> int:
-    """-1 when interval ``iv`` lies wholly below ``band`` by more than ``floor_pct`` percent
-    of the band's centre, +1 wholly above, 0 otherwise."""
-    margin = abs(band[0] + band[1]) / 2 * floor_pct / 100
-    if iv[1] < band[0] - margin:
-        return -1
-    if iv[0] > band[1] + margin:
-        return 1
-    return 0
-
-
-def outside(iv: tuple[float, float], band: tuple[float, float], floor_pct: float) -> bool:
-    """Whether interval ``iv`` lies wholly outside ``band`` by more than ``floor_pct``
-    percent of the band's centre (either side)."""
-    return side(iv, band, floor_pct) != 0
 
 
 @dataclass(frozen=True)
