@@ -22,6 +22,7 @@ from tui.core.events import Event, HostState, MetricSample, RunFinished, RunStar
 from tui.core.eventtext import event_text
 from tui.core.paths import default_results_dir
 from tui.core.term import printable
+from tui.engine.inventory import Inventory
 from tui.engine.session import Batch, Session
 from tui.results.interrupted import interrupted_line
 from tui.results.record import RunRecord
@@ -180,19 +181,25 @@ def store_options(store: str | None, results_dir: Path) -> str:
     return ""
 
 
-def suite_hint(args: BatchArgs, session: Session, exc: UserInputError) -> str:
-    """The way out of a suite whose runs on another vendor's chips found no host: the
-    --config that picks this inventory's ('' where that is not what went wrong)."""
-    if args.suite is None or args.configs or not isinstance(exc, InventoryError):
-        return ""
-    try:
-        groups = session.host_groups()
-    except UserInputError:
-        return ""
-    vendors = {chip.partition("/")[0] for chip in load_suite(args.suite).chips}
-    here = [g for g in groups if g in vendors]
-    pick = " or ".join(f"--config {v}" for v in here) or "--config VENDOR[/CHIP]"
-    return f"; --suite {args.suite} holds every chip's runs: pick this inventory's with {pick}"
+def suite_here(name: str, inventory: Inventory) -> tuple[list[tuple[str, str]], str]:
+    """``--suite NAME`` without ``--config``: its runs on the chips the inventory has hosts
+    for, and the line naming the chips it skips ('' where none is); InventoryError where
+    it has a host for none of them."""
+    suite = load_suite(name)
+    here = [c for c in suite.chips if inventory.candidates(*c.split("/", 1), devices=0)]
+    if not here:
+        raise InventoryError(
+            f"inventory {inventory.path}: no host for any chip of suite {name}"
+            f" ({', '.join(suite.chips)})"
+        )
+    pairs = suite.pick(here)
+    skipped = [c for c in suite.chips if c not in here]
+    if not skipped:
+        return pairs, ""
+    return pairs, (
+        f"== suite {name}: skipped {len(suite.pairs) - len(pairs)} run(s) on"
+        f" {', '.join(skipped)}: no host for them in {inventory.path}"
+    )
 
 
 def flag_line(record: RunRecord, check: Check) -> str:
@@ -254,13 +261,17 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
         try:  # an unreachable store: one line, before any launch
             for record in session.open_store():
                 print(printable(interrupted_line(record)), file=err)
+            skipped = ""
+            if args.suite is not None and not args.configs:
+                pairs, skipped = suite_here(args.suite, session.read_inventory())
             plans = session.plan(pairs, sets, args.repeat, args.smoke)
         except UserInputError as exc:
-            hint = suite_hint(args, session, exc)
-            print(printable(f"fleetperf: error: {exc}{hint}"), file=err)
+            print(printable(f"fleetperf: error: {exc}"), file=err)
             return EXIT_BAD_INPUT
         # json and csv: stdout holds the table alone, for a program; the progress, stderr.
         progress = out if args.fmt == "md" else err
+        if skipped:
+            print(printable(skipped), file=progress)
         requested = threading.Event()
         with _signals_set(requested):
             batch = session.start(plans)

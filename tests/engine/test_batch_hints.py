@@ -1,7 +1,6 @@
 """Hints that lead somewhere (issue 41 point 6): the "see `fleetperf results ID --format
-json`" line of a run on another store names that store (without its password), and a suite
-run on an inventory without the suite's first vendor names the --config that picks this
-inventory's chips."""
+json`" line of a run on another store names that store (without its password); a suite
+with no chip on the inventory says so (issue 42: a suite runs the chips it has hosts for)."""
 
 from __future__ import annotations
 
@@ -65,20 +64,33 @@ def test_the_hint_names_a_postgresql_store_without_its_password(
     assert shown.returncode == 0 and argv[1] in shown.stdout, shown.stderr
 
 
-def test_a_suite_on_another_vendors_inventory_names_the_config_to_pick(tmp_path: Path) -> None:
-    """`--suite base` on this machine's cpu inventory: its nvidia rows find no host."""
+def test_a_suite_with_no_chip_on_this_inventory_says_so_and_launches_nothing(
+    tmp_path: Path,
+) -> None:
+    """A suite of nvidia rows only on this machine's cpu inventory: nothing to run (issue 42:
+    a suite runs the rows the inventory has hosts for; tests/engine/test_batch_suites.py)."""
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "gpus.yaml").write_text(
+        "runs:\n  - {case: base-computation, config: nvidia/A100x1x8}\n"
+        "  - {case: base-computation, config: nvidia/H100x1x8}\n"
+    )
     out = subprocess.run(
-        [sys.executable, "-m", "tui.cli", "--batch", "--suite", "base"],
+        [sys.executable, "-m", "tui.cli", "--batch", "--suite", "gpus"],
         cwd=REPO,
-        env={**os.environ, "FLEETPERF_RESULTS": str(tmp_path / "results")},
+        env={
+            **os.environ,
+            "FLEETPERF_RESULTS": str(tmp_path / "results"),
+            "FLEETPERF_SUITES_DIR": str(suites),
+        },
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    assert out.returncode == 2 and out.stdout == ""
-    (line,) = out.stderr.splitlines()
-    assert line.endswith(
-        "; --suite base holds every chip's runs: pick this inventory's with --config cpu"
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == (
+        f"fleetperf: error: inventory {REPO / 'inventory' / 'local.yml'}: no host for any chip"
+        " of suite gpus (nvidia/A100, nvidia/H100)\n"
     )
     assert not (tmp_path / "results" / "runs").exists()  # nothing launched

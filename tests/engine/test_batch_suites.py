@@ -35,12 +35,18 @@ def test_a_suite_runs_its_pairs_on_the_chip_picked_as_one_batch(
         "tiny  (the emitter twice on cpu, once on nvidia)",
         "    3 run(s) on cpu/CPU, nvidia/A100",
     ]
-    # The local inventory has cpu hosts only: without --config the nvidia row is refused
-    every = emitter.run("--batch", "--suite", "tiny")
-    assert every.returncode == 2 and "group 'nvidia'" in every.stderr, every.stderr
+    # The local inventory has cpu hosts only: --config nvidia is refused, launching nothing;
+    # without --config the suite runs the rows it has hosts for and says which it skipped.
+    picked = emitter.run("--batch", "--suite", "tiny", "--config", "nvidia")
+    assert picked.returncode == 2 and "group 'nvidia'" in picked.stderr, picked.stderr
     sets = ("--set", "steps=3", "--set", "interval_s=0.05")
-    out = emitter.run("--batch", "--suite", "tiny", "--config", "cpu", *sets)
+    out = emitter.run("--batch", "--suite", "tiny", *sets)
     assert out.returncode == 0, out.stdout + out.stderr
+    skipped = [line for line in out.stdout.splitlines() if "skipped" in line]
+    local = REPO / "inventory" / "local.yml"
+    assert skipped == [
+        f"== suite tiny: skipped 1 run(s) on nvidia/A100: no host for them in {local}"
+    ]
     records = emitter.records()
     assert [(r["config"], r["status"]) for r in records] == [("CPUx1x1", "passed")] * 2
     assert all(r["fix_hp"] == {"steps": 3, "interval_s": 0.05} for r in records)
@@ -68,8 +74,13 @@ def test_a_bad_suite_exits_2_with_one_line_and_launches_nothing(
 @pytest.mark.slow  # about 75 s on a 2-core host: seven base runs
 def test_the_shipped_base_suite_runs_on_cpu(tmp_path: Path) -> None:
     fp = Fleetperf(cases_dir=REPO / "cases", data_root=tmp_path / "data", results=tmp_path / "r")
-    out = fp.run("--batch", "--suite", "base", "--config", "cpu", timeout=600)
+    # No --config: this machine's inventory has cpu hosts, so the cpu rows run (issue 42)
+    out = fp.run("--batch", "--suite", "base", timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stdout.startswith(
+        "== suite base: skipped 34 run(s) on iluvatar/BI-V100, kunlunxin/R300, nvidia/A100,"
+        f" nvidia/H100: no host for them in {REPO / 'inventory' / 'local.yml'}\n"
+    )
     ran = sorted((r["case"], f"cpu/{r['config']}", r["status"]) for r in fp.records())
     assert ran == [
         ("base-computation", "cpu/CPUx1x1", "passed"),
