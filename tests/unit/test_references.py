@@ -75,24 +75,28 @@ def _false_alarms_and_detections(
 
 
 def test_quiet_host_noise_rarely_alarms_and_a_slowdown_is_caught() -> None:
-    # 3 % run-to-run noise (a quiet host): the 15 % floor governs.
+    # Issue 42: flagged only past the band (one run's noise) by more than the 15 % floor,
+    # as qualification judges; docs/references.md has the table.
+    # 3 % run-to-run noise (a quiet host).
     for runs in (MIN_HISTORY, HISTORY_RUNS):
         alarms, caught = _false_alarms_and_detections(0.03, drop=0.40, runs=runs)
-        assert alarms < 0.005 and caught == 1.0
-        assert _false_alarms_and_detections(0.03, drop=0.20, runs=runs)[1] > 0.9
+        assert alarms < 0.005 and caught > 0.99
+        assert _false_alarms_and_detections(0.03, drop=0.30, runs=runs)[1] > 0.9
     # 7 % noise (this shared 2-core host): the MAD term widens the band.
     alarms, caught = _false_alarms_and_detections(0.07, drop=0.40)
-    assert alarms < 0.015 and caught > 0.95
+    assert alarms < 0.005 and caught > 0.75
     alarms, caught = _false_alarms_and_detections(0.07, drop=0.40, runs=MIN_HISTORY)
-    assert alarms < 0.03 and caught > 0.9
+    assert alarms < 0.01 and caught > 0.8
 
 
 def test_the_band_takes_the_side_that_matters() -> None:
     quiet = [100.0, 101.0, 99.0, 100.5]
     low, high, median, half = history_band(quiet, METRICS["p_core"])
-    assert high is None and median == pytest.approx(100.25) and low == pytest.approx(85.2125)
+    # MAD 0.5: the band is 100.25 +- 3 x 1.4826 x 0.5; the floor 15 % of 100.25 past it.
+    assert high is None and median == pytest.approx(100.25)
+    assert low == pytest.approx(100.25 - 3 * 1.4826 * 0.5 - 0.15 * 100.25)
     low, high, *_ = history_band([1.0, 1.01, 0.99], METRICS["loss"])  # loss: up is worse
-    assert low is None and high == pytest.approx(1.15)
+    assert low is None and high == pytest.approx(1.0 + 3 * 1.4826 * 0.01 + 0.15)
     assert history_band([1.0, 1.0, 1.0], METRICS["mem_total_gib"]) is None  # no direction
     assert history_band([100.0] * (MIN_HISTORY - 1), METRICS["p_core"]) is None
 
@@ -299,7 +303,8 @@ def test_the_results_screen_shows_the_flag_and_the_band(tmp_path: Path) -> None:
     spec = _spec("nvidia/A100x1x8")
     newest = records[-2]  # run-new, after four runs at p_whole 1700..1760 (app_support.py)
     assert newest.run_id == "run-new"
-    slower = {**newest.metrics, "p_whole": 1400.0}  # 1500 is inside the 15 % floor
+    # 1400 is inside: the band 1730 +- 89 (MAD 20) and 15 % of 1730 past it, to 1381.5
+    slower = {**newest.metrics, "p_whole": 1300.0}
     flagged = newest.model_copy(update={"hp": spec.hp, "metrics": slower})
     earlier = [r.model_copy(update={"hp": spec.hp}) for r in records if r.config == "A100x1x8"]
     flagged = flagged.model_copy(update={"verdict": verdict_for(flagged, spec, earlier)})
@@ -323,7 +328,7 @@ def test_the_results_screen_shows_the_flag_and_the_band(tmp_path: Path) -> None:
             text = plain(screen.query_one("#compare-view", Static), width=160)
             assert "verdict of run-new" in text and "! outside" in text
             assert "history: median 1730.0 of 4 earlier passed" in text, text
-            assert ">= 1470.5" in text
+            assert ">= 1381.5" in text
 
     run(scenario())
 

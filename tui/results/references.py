@@ -8,10 +8,14 @@ Two sources give a metric a band (docs/references.md):
   accelerator the workload reported) with the hyperparameters it was measured with;
   elsewhere it is shown, not judged.
 - **History**: earlier passed runs of the same case, config, hyperparameters, accelerator
-  and data kind (synthetic or not), loaded and quiet hosts apart. Band: the median of the
-  last ``HISTORY_RUNS`` runs ± max(``K_MAD`` × 1.4826 × MAD, tolerance × |median|), on the
-  side that matters for the metric (throughput down, loss up, memory up); needs
-  ``MIN_HISTORY`` runs.
+  and data kind (synthetic or not), busy and quiet runs apart (``busy``: what other
+  processes used during the run where measured, else the load at launch). Judged as fleet
+  qualification judges a host against its peers (tui/results/intervals.py), the earlier
+  runs being the peers: their band is the median of the last ``HISTORY_RUNS`` ±
+  ``K_MAD`` × 1.4826 × MAD (one run's noise); the run's interval (of its one value) is
+  flagged only when it lies wholly outside that band by more than the metric's tolerance
+  (a fraction of the band's centre), on the side that matters for the metric (throughput
+  down, loss up, memory up); needs ``MIN_HISTORY`` runs.
 
 Controller code: no torch, no textual. Pure functions but ``judge`` (which reads the store).
 """
@@ -25,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from harness.metrics import Metric
 
 from tui.catalog.published import Reference
+from tui.results.intervals import interval, side
 from tui.results.verdict import Check, Verdict
 
 if TYPE_CHECKING:
@@ -34,9 +39,9 @@ if TYPE_CHECKING:
 
 HISTORY_RUNS = 10  # the band comes from the newest this many comparable runs
 MIN_HISTORY = 3  # fewer comparable runs: history does not judge
-K_MAD = 3.0  # half-width in robust standard deviations
+K_MAD = 3.0  # the band's half-width: one run's noise, in robust standard deviations
 MAD_TO_SIGMA = 1.4826  # MAD x this = the standard deviation of normal noise
-DEFAULT_TOLERANCE = 0.15  # least half-width, as a fraction of the median
+DEFAULT_TOLERANCE = 0.15  # the floor past the band, as a fraction of its centre
 # Metrics whose runs spread more by nature: wall time from process start (imports, data
 # loading, time to a target accuracy), and accuracy at the evaluation that ended the run.
 TOLERANCE = {"e2e_time": 0.25, "e2e_time_main": 0.25, "acc": 0.05}
@@ -53,21 +58,35 @@ def tolerance(metric: str) -> float:
     return TOLERANCE.get(metric, DEFAULT_TOLERANCE)
 
 
+def _band(values: Sequence[float]) -> tuple[float, float, float]:
+    """(low, median, high): the newest HISTORY_RUNS values' median ± K_MAD robust sigmas."""
+    recent = list(values)[-HISTORY_RUNS:]
+    median = statistics.median(recent)
+    noise = K_MAD * MAD_TO_SIGMA * statistics.median(abs(v - median) for v in recent)
+    return median - noise, median, median + noise
+
+
 def history_band(
     values: Sequence[float], metric: Metric
 ) -> tuple[float | None, float | None, float, float] | None:
     """(low, high, median, half-width) from earlier values, oldest first; None when there
     are fewer than MIN_HISTORY or the metric has no direction. Only the side that matters
-    is bounded."""
+    is bounded, where a run's value is flagged (``flags``): the band plus the tolerance."""
     if metric.higher_is_better is None or len(values) < MIN_HISTORY:
         return None
-    recent = list(values)[-HISTORY_RUNS:]
-    median = statistics.median(recent)
-    mad = statistics.median(abs(v - median) for v in recent)
-    half = max(K_MAD * MAD_TO_SIGMA * mad, tolerance(metric.name) * abs(median))
+    low, median, high = _band(values)
+    half = high - median + tolerance(metric.name) * abs(median)
     if metric.higher_is_better:
         return median - half, None, median, half
     return None, median + half, median, half
+
+
+def flags(value: float, values: Sequence[float], metric: Metric) -> bool:
+    """Whether a run's ``value`` lies wholly outside the band of earlier ``values`` by more
+    than the metric's tolerance, on the worse side (intervals.side, qualification's rule)."""
+    low, _, high = _band(values)
+    where = side(interval([value]), (low, high), tolerance(metric.name) * 100)
+    return where == (-1 if metric.higher_is_better else 1)
 
 
 def comparable_key(record: RunRecord) -> tuple[Any, ...]:
@@ -79,10 +98,21 @@ def comparable_key(record: RunRecord) -> tuple[Any, ...]:
     return (record.case, record.vendor, record.config, hp, accelerator, bool(record.synthetic_data))
 
 
+def busy(record: RunRecord) -> bool:
+    """Whether the run's hosts were busy with other work: what other processes used during
+    the run (the ``busy`` of its monitoring, tui/results/monitoring.py) where it was
+    measured; else, for records made before that, the load average at launch."""
+    said = (record.monitoring or {}).get("busy", False)
+    if said is None or isinstance(said, str):
+        return said is not None
+    return record.loaded
+
+
 def history_of(record: RunRecord, earlier: Iterable[RunRecord]) -> list[RunRecord]:
     """The passed runs ``record`` is compared with, oldest first (the newest HISTORY_RUNS).
-    Runs on a loaded host and on a quiet one are histories apart: a loaded host's numbers
-    measure its other work too (on a host always loaded, its runs still judge each other)."""
+    Runs on a loaded (busy) host and on a quiet one are histories apart: a busy host's
+    numbers measure its other work too (on a host always busy, its runs still judge each
+    other)."""
     return history_and_apart(record, earlier)[0]
 
 
@@ -98,9 +128,10 @@ def history_and_apart(
     """history_of and load_apart from one pass over ``earlier`` (a config's thousands of
     runs: comparable_key of each is the costly part)."""
     runs = comparable_before(record, earlier)
-    same = [r for r in runs if r.loaded == record.loaded]
+    loaded = busy(record)
+    same = [r for r in runs if busy(r) == loaded]
     apart = len(runs) - len(same)
-    host = "quiet" if record.loaded else "loaded"
+    host = "quiet" if loaded else "loaded"
     note = f"{apart} comparable run(s) on a {host} host left out" if apart else ""
     return same[-HISTORY_RUNS:], note
 
@@ -152,7 +183,7 @@ def history_checks(record: RunRecord, history: list[RunRecord]) -> tuple[list[Ch
                 high=high,
                 source="history",
                 basis=basis,
-                flagged=outside(value, low, high),
+                flagged=flags(value, values, metric),
             )
         )
     return checks, notes
