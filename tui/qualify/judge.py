@@ -16,9 +16,10 @@ from __future__ import annotations
 import bisect
 import math
 import statistics
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 # Shared with history verdicts (tui/results/references.py), so defined a layer below.
 from tui.results.intervals import interval, side
@@ -208,68 +209,82 @@ def judge(samples: Sequence[Sample], rules: Mapping[str, Rule], repeat: int) -> 
             if len(quiet) >= max(repeat, 1):
                 members[key] = median(quiet)
         bands = _peer_bands(list(members.values()))
-        for key in sorted(units, key=_unit_key):
-            verdicts.append(_judge_unit(units[key], rule, repeat, bands(members.get(key))))
+        for (host, device), unit in units.items():
+            values = _finite([s.value for s in unit])
+            judged = _judged(
+                values,
+                len(unit) - len(values),
+                _reasons([s.busy for s in unit]),
+                _reasons([s.throttle for s in unit]),
+                rule,
+                repeat,
+                bands(members.get((host, device))),
+            )
+            verdicts.append(Verdict(host, device, metric, *judged))
     return sorted(verdicts, key=lambda v: (v.metric, *_unit_key((v.host, v.device))))
 
 
-def _judge_unit(unit: list[Sample], rule: Rule | None, repeat: int, band: _Band | None) -> Verdict:
-    first = unit[0]
-    values = _finite([s.value for s in unit])
-    dropped = len(unit) - len(values)
+class _Judged(NamedTuple):
+    """A verdict's numbers and words, in Verdict's order after host, device, metric."""
 
-    def verdict(name: str, reason: str, **numbers: float | None) -> Verdict:
-        return Verdict(
-            first.host,
-            first.device,
-            first.metric,
-            len(values),
-            verdict=name,
-            reason=reason,
-            **{"median": None, "lo": None, "hi": None, "peer_median": None, "ratio": None}
-            | numbers,
-        )
+    n: int
+    median: float | None
+    lo: float | None
+    hi: float | None
+    peer_median: float | None
+    ratio: float | None
+    verdict: str
+    reason: str
+    peer_lo: float | None
+    peer_hi: float | None
 
+
+def _judged(
+    values: list[float],
+    dropped: int,
+    busy: str,
+    throttle: str,
+    rule: Rule | None,
+    repeat: int,
+    band: _Band | None,
+) -> _Judged:
+    """One unit's verdict: its finite ``values`` (``dropped`` were not finite) against
+    ``band``; ``busy`` and ``throttle`` are its samples' covariates, "" when none."""
+    n = len(values)
     if rule is None:
-        return verdict("inconclusive", "no rule for this metric")
-    if len(values) < repeat or not values:
+        return _Judged(
+            n, None, None, None, None, None, "inconclusive", "no rule for this metric", None, None
+        )
+    if n < repeat or not values:
         bad = f", {dropped} not a finite number" if dropped else ""
-        return verdict("inconclusive", f"only {len(values)} samples{bad} (--repeat {repeat})")
+        reason = f"only {n} samples{bad} (--repeat {repeat})"
+        return _Judged(n, None, None, None, None, None, "inconclusive", reason, None, None)
     lo, hi = interval(values)
     mid = median(values)
     if band is None:
-        return verdict(
-            "inconclusive",
-            f"fewer than {MIN_PEERS} peers to compare with",
-            median=mid,
-            lo=lo,
-            hi=hi,
-        )
-    numbers = {
-        "median": mid,
-        "lo": lo,
-        "hi": hi,
-        "peer_median": band.median,
-        "peer_lo": band.lo,
-        "peer_hi": band.hi,
-    }
+        reason = f"fewer than {MIN_PEERS} peers to compare with"
+        return _Judged(n, mid, lo, hi, None, None, "inconclusive", reason, None, None)
     if band.median == 0:
-        return verdict("inconclusive", "the peers' median is 0: no ratio", **numbers)
-    numbers["ratio"] = mid / band.median
-    busy = _reasons([s.busy for s in unit])
-    throttle = _reasons([s.throttle for s in unit])
+        reason = "the peers' median is 0: no ratio"
+        return _Judged(n, mid, lo, hi, 0.0, None, "inconclusive", reason, band.lo, band.hi)
+
+    def judged(verdict: str, reason: str) -> _Judged:
+        return _Judged(
+            n, mid, lo, hi, band.median, mid / band.median, verdict, reason, band.lo, band.hi
+        )
+
     where = side((lo, hi), (band.lo, band.hi), rule.floor_pct)
     if where == _worse(rule):
         off = f"{_pct(mid, band.median)} worse than peers"
         off += f" (beyond their band and the {rule.floor_pct:g} % floor)"
         if throttle:
-            return verdict("flagged", f"{off}; throttled: {throttle} (likely cause)", **numbers)
+            return judged("flagged", f"{off}; throttled: {throttle} (likely cause)")
         if busy:
-            return verdict("inconclusive", f"busy: {busy}", **numbers)
-        return verdict("flagged", off, **numbers)
+            return judged("inconclusive", f"busy: {busy}")
+        return judged("flagged", off)
     notes = [f"{_pct(mid, band.median)} better than peers"] if where else []
     notes += [f"busy: {busy}"] * bool(busy) + [f"throttled: {throttle}"] * bool(throttle)
-    return verdict("ok", "; ".join(notes), **numbers)
+    return judged("ok", "; ".join(notes))
 
 
 def judge_links(
@@ -281,35 +296,22 @@ def judge_links(
     merged: dict[tuple[str, str], list[float]] = defaultdict(list)
     for (a, b), values in pairs.items():
         merged[min(a, b), max(a, b)].extend(values)
-    values = {pair: _finite(v) for pair, v in merged.items()}
-    members = {pair: median(v) for pair, v in values.items() if v and len(v) >= repeat}
+    finite = {pair: _finite(v) for pair, v in merged.items()}
+    members = {pair: median(v) for pair, v in finite.items() if v and len(v) >= repeat}
     bands = _peer_bands(list(members.values()))
     links = []
-    for pair in sorted(values):
-        unit = [Sample(pair[0], pair[1], rule.metric, v) for v in values[pair]]
-        v = _judge_unit(unit, rule, repeat, bands(members.get(pair))) if unit else None
-        if v is None:
-            links.append(
-                LinkVerdict(pair, 0, None, None, None, None, None, "inconclusive", "no samples")
-            )
-        else:
-            links.append(
-                LinkVerdict(
-                    pair, v.n, v.median, v.lo, v.hi, v.peer_median, v.ratio, v.verdict, v.reason
-                )
-            )
-    slow = {link.pair for link in links if link.verdict == "flagged"}
-    ends = sorted({h for pair in values for h in pair})
-    hosts = [h for h in ends if _all_slow(h, values, slow)]
-    paths = [pair for pair in sorted(slow) if not set(pair) & set(hosts)]
+    for pair in sorted(finite):
+        values = finite[pair]
+        dropped = len(merged[pair]) - len(values)
+        judged = _judged(values, dropped, "", "", rule, repeat, bands(members.get(pair)))
+        links.append(LinkVerdict(pair, *judged[:8]))
+    # A host is named when it has two links or more and every one of them is slow.
+    links_of: Counter[str] = Counter(h for pair in finite for h in pair)
+    slow_of: Counter[str] = Counter(h for v in links if v.verdict == "flagged" for h in v.pair)
+    hosts = sorted(h for h, n in links_of.items() if n >= 2 and slow_of[h] == n)
+    named = set(hosts)
+    paths = [v.pair for v in links if v.verdict == "flagged" and not named & set(v.pair)]
     return LinkReport(links, hosts, paths)
-
-
-def _all_slow(
-    host: str, pairs: Mapping[tuple[str, str], object], slow: set[tuple[str, str]]
-) -> bool:
-    mine = [pair for pair in pairs if host in pair]
-    return len(mine) >= 2 and all(pair in slow for pair in mine)
 
 
 def stragglers(
@@ -328,11 +330,9 @@ def stragglers(
     found = []
     for rank in sorted(times):
         host, values = times[rank]
-        v = _judge_unit(
-            [Sample(host, str(rank), rule.metric, t) for t in values], rule, 1, bands(members[rank])
-        )
-        if v.verdict == "flagged":
+        j = _judged(values, 0, "", "", rule, 1, bands(members[rank]))
+        if j.verdict == "flagged":
             found.append(
-                Straggler(rank, host, v.n, v.median, v.lo, v.hi, v.peer_median, v.ratio, v.reason)
+                Straggler(rank, host, j.n, j.median, j.lo, j.hi, j.peer_median, j.ratio, j.reason)
             )
     return found
