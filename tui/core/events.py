@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from harness.events import KINDS
 
-from tui.core.text import clean, clean_tree
+from tui.core.text import clean, clean_tree, printable
 
 HostPhase = Literal[
     "preflight", "queued", "running", "finished", "failed", "unreachable", "stopped"
@@ -402,7 +402,8 @@ def _others(value: Any) -> tuple[OtherProcess, ...]:
             continue
         if not isinstance(name, str) or not 0 < len(name) <= _MAX_PROCESS_NAME:
             continue
-        out.append(OtherProcess(pid, clean(name), cpu_s))
+        # Shown in one-line reasons: any control or bidi character made visible here.
+        out.append(OtherProcess(pid, printable(clean(name)), cpu_s))
     return tuple(out)
 
 
