@@ -15,6 +15,8 @@ def pair_rounds(hosts: Sequence[str]) -> list[list[tuple[str, str]]]:
     if len(set(ordered)) != len(ordered):
         twice = sorted({h for h in ordered if ordered.count(h) > 1})
         raise ValueError(f"host listed twice: {', '.join(twice)}")
+    if len(ordered) < 2:
+        return []
     # An odd fleet gets a placeholder: whoever is paired with it rests that round.
     circle: list[str | None] = [*ordered, None] if len(ordered) % 2 else list(ordered)
     n = len(circle)
