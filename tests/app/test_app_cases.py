@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from app_support import FIXTURE_CASES, make_app, plain, run, wait_for
+from seed_records import inference
 from test_app_suites import go_to
 from textual.command import CommandPalette
 from textual.pilot import Pilot
@@ -18,6 +19,9 @@ from tui.app.screens.cases import CasesScreen
 from tui.app.screens.dialogs import HelpScreen
 from tui.catalog import catalog
 from tui.core import paths
+from tui.results.store import ResultStore
+
+AQUILA = "aquila_33b-inference"
 
 
 def test_tree_lists_cases_and_configs_and_marks_them(tmp_path: Path) -> None:
@@ -27,8 +31,10 @@ def test_tree_lists_cases_and_configs_and_marks_them(tmp_path: Path) -> None:
             screen = app.screen
             assert isinstance(screen, CasesScreen)
             case = catalog.load_case("emitter", FIXTURE_CASES)
-            node, suites = screen.query_one(Tree).root.children  # the case, then suites
+            family, suites = screen.query_one(Tree).root.children  # its family, then suites
             assert suites is screen.suites_node
+            assert str(family.label) == "training (1)"
+            (node,) = family.children
             assert [c.data[1][1] for c in node.children] == catalog.config_refs(case)
             await pilot.press("down", "space")
             assert screen.marked == {("emitter", "cpu/CPUx1x1")}
@@ -43,6 +49,34 @@ def test_tree_lists_cases_and_configs_and_marks_them(tmp_path: Path) -> None:
             assert "Model    none" in info and "Config   cpu/CPUx1x1" in info
 
     run(scenario())
+
+
+def test_cases_by_family_folded_but_for_the_last_used(tmp_path: Path) -> None:
+    """Issue 42: the shipped cases by family, every case folded but the store's newest
+    run's (the inference case here): the suites in sight below, at 120x40 and 80x24; and
+    at 80 columns the longest config name whole."""
+    with ResultStore(tmp_path / "results" / "fleetperf.sqlite") as store:
+        store.add(inference("run-inf"))
+
+    async def scenario(size: tuple[int, int]) -> None:
+        app = make_app(tmp_path, paths.CASES_DIR)
+        async with app.run_test(size=size) as pilot:
+            screen = app.screen
+            tree = screen.query_one(Tree)
+            await wait_for(pilot, lambda: tree.cursor_node is screen.case_nodes.get(AQUILA))
+            families = [str(n.label) for n in tree.root.children]
+            assert families == ["training (4)", "inference (1)", "base (4)", "Suites"]
+            opened = [name for name, n in screen.case_nodes.items() if n.is_expanded]
+            assert opened == [AQUILA]
+            assert [n.is_expanded for n in tree.root.children[:3]] == [False, True, False]
+            assert tree.root.children[3].line < size[1] - 3  # the suites above the fold
+            screen._unfold(screen.case_nodes["base-computation"])
+            await pilot.pause()
+            # Nothing cut: the widest line fits the tree (iluvatar/BI-V100x1x8-bf16).
+            assert tree.virtual_size.width <= tree.scrollable_content_region.width
+
+    run(scenario((120, 40)))
+    run(scenario((80, 24)))
 
 
 @pytest.mark.slow

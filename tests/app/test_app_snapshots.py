@@ -172,6 +172,22 @@ def test_cases_screen_a_capped_run_of_a_case_with_a_target(
     assert snap_compare(app, terminal_size=issue41_size, run_before=before)
 
 
+def test_cases_by_family_with_the_base_cases_open(
+    snap_compare, tmp_path: Path, issue41_size: tuple[int, int]
+) -> None:
+    """Issue 42: the shipped cases by family, base-computation open (the last used), its
+    longest config name (iluvatar/BI-V100x1x8-bf16) whole at 80 columns."""
+    app = suites_app(tmp_path, paths.SUITES_DIR, paths.CASES_DIR)
+
+    async def before(pilot: Pilot) -> None:
+        await _cases_ready(pilot)
+        screen = pilot.app.screen
+        screen._unfold(screen.case_nodes["base-computation"])
+        await go_to(pilot, ("config", ("base-computation", "iluvatar/BI-V100x1x8-bf16")))
+
+    assert snap_compare(app, terminal_size=issue41_size, run_before=before)
+
+
 def test_runs_screen_another_controllers_run_that_failed(
     snap_compare, tmp_path: Path, issue41_size: tuple[int, int]
 ) -> None:

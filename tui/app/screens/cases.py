@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
 
 Pick = tuple[str, str]  # (case, vendor/CHIPxNxP)
+# The families the tree groups cases by (case.yaml's kind), in this order; any other last.
+FAMILIES = ("training", "inference", "serving", "base")
+GUIDE = 3  # the tree's indent per level: families, cases, configs
 Chip = tuple[str, str]  # (suite, vendor/CHIP)
 
 
@@ -66,6 +69,7 @@ class CasesScreen(Screen[None]):
         self.chips: set[Chip] = set()  # marked chips
         self.suite: str | None = None  # the highlighted suite (or one of its chips)
         self.suites_node: TreeNode | None = None
+        self.case_nodes: dict[str, TreeNode] = {}  # by case name
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -90,18 +94,8 @@ class CasesScreen(Screen[None]):
         self.query_one("#repeat", Input).border_title = "Repeat"
         tree = self.query_one(Tree)
         tree.show_root = False
-        cases_dir = self.app.config.cases_dir
-        for name in catalog.case_names(cases_dir):
-            try:
-                case = catalog.load_case(name, cases_dir)
-            except UserInputError as exc:
-                tree.root.add_leaf(
-                    literal(f"{name}  (invalid)", style="red"), data=("error", str(exc))
-                )
-                continue
-            node = tree.root.add(literal(name), data=("case", name), expand=True)
-            for ref in catalog.config_refs(case):
-                node.add_leaf(self._label((name, ref), self.marked), data=("config", (name, ref)))
+        tree.guide_depth = GUIDE
+        self._add_cases(tree)
         self.suites_node = tree.root.add(
             literal("Suites", style="bold"), data=("suites", None), expand=True
         )
@@ -109,12 +103,80 @@ class CasesScreen(Screen[None]):
         # Once the first frame is drawn: a thread holds the interpreter half of the time,
         # and begun now it slowed that frame by 0.2 s.
         self.call_after_refresh(self._read_suites)
+        self.call_after_refresh(self._read_last_used)
         tree.focus()
-        first = next((n for n in tree.root.children if n.data and n.data[0] == "case"), None)
-        if first is not None and first.children:
-            tree.move_cursor(first)
-            self.current = first.children[0].data[1]
+        first = next(iter(self.case_nodes.values()), None)
+        if first is not None:
+            self._unfold(first)
+
+    def _add_cases(self, tree: Tree) -> None:
+        """The cases by family (case.yaml's kind), every family and case folded: the base
+        cases' configs alone are 60 lines. _unfold opens the last used one."""
+        cases_dir = self.app.config.cases_dir
+        by_family: dict[str, list[catalog.CaseFile]] = {}
+        invalid = []
+        for name in catalog.case_names(cases_dir):
+            try:
+                case = catalog.load_case(name, cases_dir)
+            except UserInputError as exc:
+                invalid.append((name, str(exc)))
+                continue
+            by_family.setdefault(case.kind, []).append(case)
+        for family in sorted(by_family, key=_family_order):
+            cases = by_family[family]
+            label = literal(f"{family} ({len(cases)})", style="bold")
+            branch = tree.root.add(label, data=("family", family))
+            for case in cases:
+                node = branch.add(literal(case.name), data=("case", case.name))
+                for ref in catalog.config_refs(case):
+                    pick = (case.name, ref)
+                    node.add_leaf(self._label(pick, self.marked), data=("config", pick))
+                self.case_nodes[case.name] = node
+        # Every config name whole at 80 columns (iluvatar/BI-V100x1x8-bf16 was cut): two
+        # levels of guides, the mark, the name, the scroll bar and the border.
+        longest = max((len(p[1]) for p in self._picks()), default=0)
+        tree.styles.min_width = 2 * GUIDE + len("[ ] ") + longest + 3
+        for name, error in invalid:
+            tree.root.add_leaf(literal(f"{name}  (invalid)", style="red"), data=("error", error))
+
+    def _picks(self) -> list[Pick]:
+        return [leaf.data[1] for node in self.case_nodes.values() for leaf in node.children]
+
+    def _unfold(self, node: TreeNode) -> None:
+        """Open ``node`` (a case) and its family, fold every other case, put the cursor on
+        it and show its first config."""
+        for other in self.case_nodes.values():
+            if other is not node:
+                other.collapse()
+        for family in self.query_one(Tree).root.children:
+            if family.data and family.data[0] == "family" and family is not node.parent:
+                family.collapse()
+        assert node.parent is not None
+        node.parent.expand()
+        node.expand()
+        tree = self.query_one(Tree)
+        tree.call_after_refresh(tree.move_cursor, node)  # once its lines are laid out again
+        if node.children:
+            self.current = node.children[0].data[1]
             self.refresh_detail()
+
+    @work(thread=True, exclusive=True, group="last-used")
+    def _read_last_used(self) -> None:
+        """The case of the store's newest run: the one to open, if the cursor has not
+        moved from the first case meanwhile."""
+        session = self.app.session
+        try:
+            newest = session.store.list(limit=1) if session.has_store() else []
+        except UserInputError:  # an unreadable store: Results says so; here nothing opens
+            return
+        if newest:
+            self.app.call_from_thread(self._open_last_used, newest[0].case)
+
+    def _open_last_used(self, case_name: str) -> None:
+        node = self.case_nodes.get(case_name)
+        first = next(iter(self.case_nodes.values()), None)
+        if node is not None and self.query_one(Tree).cursor_node in (None, first):
+            self._unfold(node)
 
     @work(thread=True, exclusive=True, group="suites")
     def _read_suites(self) -> None:
@@ -187,6 +249,10 @@ class CasesScreen(Screen[None]):
         elif kind in ("suite", "chip"):
             self.current = None
             self.suite = value if kind == "suite" else value[0]
+        elif kind == "family":
+            self.current = None
+            self._show(_family_table(value, [n.data[1] for n in event.node.children]))
+            return
         elif kind == "suites":
             self.current = None
             self._show(_suites_table(list(self.suites.values())))
@@ -465,6 +531,23 @@ def _resolved(spec: catalog.RunSpec, sets: dict) -> Table:
         else:
             where, style = "default", ""
         table.add_row(literal(key), literal(repr(value)), where, style=style)
+    return table
+
+
+def _family_order(family: str) -> tuple[int, str]:
+    return (FAMILIES.index(family) if family in FAMILIES else len(FAMILIES), family)
+
+
+def _family_table(family: str, cases: list[str]) -> Table:
+    table = Table(
+        title=f"{family}: {len(cases)} case(s); enter opens one",
+        title_justify="left",
+        expand=True,
+        box=box.SIMPLE_HEAD,
+    )
+    table.add_column("case")
+    for name in cases:
+        table.add_row(literal(name))
     return table
 
 
