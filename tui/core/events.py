@@ -97,23 +97,15 @@ class EvalSample:
 
 
 @dataclass(frozen=True, slots=True)
-class OtherProcess:
-    """A process outside the run that used the host's CPUs during its window."""
-
-    pid: int
-    name: str
-    cpu_s: float
-
-
-@dataclass(frozen=True, slots=True)
 class SysSample:
     run_id: str
     host: str
     rank: int
     t: float
     values: dict[str, float]
-    # The top users of the CPU outside the run over its window so far (harness.procwindow).
-    others: tuple[OtherProcess, ...] = ()
+    # The top users of the CPU outside the run over its window so far (harness.procwindow):
+    # {"pid": int, "name": str, "cpu_s": float} each, plain values as the event log writes.
+    others: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,7 +380,7 @@ def _result(run_id: str, host: str, rank: int, t: float, rec: dict[str, Any]) ->
     )
 
 
-def _others(value: Any) -> tuple[OtherProcess, ...]:
+def _others(value: Any) -> tuple[dict[str, Any], ...]:
     """A sys event's ``others``: the well-formed entries ({pid, name, cpu_s}: a count, short
     text, a number not negative) of a list of at most MAX_OTHERS; else none at all."""
     if not isinstance(value, list) or len(value) > MAX_OTHERS:
@@ -403,7 +395,7 @@ def _others(value: Any) -> tuple[OtherProcess, ...]:
         if not isinstance(name, str) or not 0 < len(name) <= _MAX_PROCESS_NAME:
             continue
         # Shown in one-line reasons: any control or bidi character made visible here.
-        out.append(OtherProcess(pid, printable(clean(name)), cpu_s))
+        out.append({"pid": pid, "name": printable(clean(name)), "cpu_s": cpu_s})
     return tuple(out)
 
 

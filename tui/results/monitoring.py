@@ -20,7 +20,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.core.events import OtherProcess, SysSample
+from tui.core.events import SysSample
 
 UNKNOWN = "—"  # a figure that applies to the row but that the hardware did not give
 # Other processes' CPU over a run's window, as a fraction of the host's CPUs, from which the
@@ -101,7 +101,7 @@ class _Window:
     cpu_s: float
     seconds: float
     cpus: int
-    top: tuple[OtherProcess, ...]
+    top: tuple[dict[str, Any], ...]
 
 
 @dataclass
@@ -258,7 +258,7 @@ def _window_summary(window: _Window | None) -> dict[str, Any] | None:
         "host_cpus": window.cpus,
         "cores": cores,
         "fraction": cores / window.cpus,
-        "top": [{"pid": p.pid, "name": p.name, "cpu_s": p.cpu_s} for p in window.top],
+        "top": [dict(p) for p in window.top],
     }
 
 
