@@ -263,7 +263,7 @@ def _window_summary(window: _Window | None) -> dict[str, Any] | None:
 
 
 def busy_reason(hosts: list[dict[str, Any]]) -> str | None:
-    """'busy: host h: other processes used 0.62 of 2 CPUs (31 %) over 12 s: stress (pid 9)
+    """'busy: host h: other processes used 0.62 of 2 CPUs (31 %) over 12.0 s: stress (pid 9)
     7.4 s, ...' for each host whose others passed BUSY_FRACTION; None when none did."""
     parts = []
     for host in hosts:
@@ -274,7 +274,7 @@ def busy_reason(hosts: list[dict[str, Any]]) -> str | None:
         parts.append(
             f"host {host['host']}: other processes used {others['cores']:.2f} of"
             f" {others['host_cpus']} CPUs ({others['fraction'] * 100:.0f} %) over"
-            f" {others['seconds']:.0f} s" + (f": {top}" if top else "")
+            f" {others['seconds']:.1f} s" + (f": {top}" if top else "")
         )
     return "busy: " + "; ".join(parts) if parts else None
 
