@@ -97,7 +97,7 @@ def test_a_one_sigma_ten_percent_rule_would_accuse_noise_this_one_does_not() -> 
         mean, sigma = statistics.mean(values), statistics.stdev(values)
         accused += any(abs(v - mean) > max(sigma, 0.1 * mean) for v in values)
         assert flagged(judge(samples, {"fp32": FLOPS}, repeat=3)) == [], seed
-    assert accused > 50
+    assert accused >= 90  # 98 of the 100 fleets
 
 
 def test_a_busy_sample_makes_the_verdict_inconclusive_with_its_reason() -> None:
