@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import bisect
 import math
-import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import median
 from typing import NamedTuple
 
 # Shared with history verdicts (tui/results/references.py), so defined a layer below.
@@ -60,9 +60,10 @@ class Rule:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A unit's verdict on one metric. ``ratio`` is median / peer_median; ``peer_median``
-    and ``ratio`` are None where there were too few peers. ``verdict`` is "ok", "flagged"
-    or "inconclusive"; ``reason`` says why (shown as "inconclusive: <reason>")."""
+    """A unit's verdict on one metric. ``lo``..``hi`` is the interval of its median,
+    ``ratio`` is median / peer_median; the numbers are None where they could not be had
+    (too few samples or peers, no rule). ``verdict`` is "ok", "flagged" or "inconclusive";
+    ``reason`` says why (shown as "inconclusive: <reason>"), "" for a plain ok."""
 
     host: str
     device: str | None
@@ -117,10 +118,6 @@ class Straggler:
     peer_median: float | None
     ratio: float | None
     reason: str
-
-
-def median(values: Sequence[float]) -> float:
-    return statistics.median(values)
 
 
 @dataclass(frozen=True)
@@ -276,7 +273,6 @@ def _judged(
     where = side((lo, hi), (band.lo, band.hi), rule.floor_pct)
     if where == _worse(rule):
         off = f"{_pct(mid, band.median)} worse than peers"
-        off += f" (beyond their band and the {rule.floor_pct:g} % floor)"
         if throttle:
             return judged("flagged", f"{off}; throttled: {throttle} (likely cause)")
         if busy:
