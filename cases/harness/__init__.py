@@ -36,8 +36,12 @@ A case's ``run.py`` uses ``run_case`` and ``Run`` (the SDK); its ``prepare.py``
 - ``peakmeter``   measured matmul rate and memory bandwidth, cached (``peak_cache``)
 - ``metrics``     the metric registry (standard library only)
 - ``memory``      MemoryMonitor: peak device memory (on CPU: RSS + workers' USS)
-- ``sysmon``      SysSampler, SysMonitor: host CPU, memory, power; devices' power, heat, memory
+- ``sysmon``      SysSampler, SysMonitor: host CPU, memory, power; devices' power, heat, memory,
+                  clocks, throttle reasons; the run's window of other processes' CPU
+- ``procwindow``  ProcWindow, run_root: other processes' CPU over the run's window (/proc);
+                  cpu_freq_mhz
 - ``nvml``        nvidia-ml-py readings where the driver has them
+- ``smi``         smi_readings: clocks, temperature, throttle reasons from ixsmi
 - ``dist``        DistEnv, process group, barrier, all_reduce, reduce_totals, reduce_memory
 - ``environment`` the result's environment object
 - ``events``      EventWriter (events.jsonl, the contract's rank rules), the event KINDS
