@@ -281,8 +281,15 @@ def _fleet_arguments(p: argparse.ArgumentParser) -> None:
         "--slurm", action="store_true", help="and a Slurm cluster: a login host, N nodes"
     )
     down = sub.add_parser("down", help="stop the hosts and remove what up made")
+    # Test tools (docs/testing.md): a host made slow on purpose, for qualify to name.
+    degrade = sub.add_parser("degrade", help="test tool: a CPU quota, a link rate on a host")
+    degrade.add_argument("--cpu", metavar="FRACTION", help="its share of this machine's CPUs")
+    degrade.add_argument("--link-rate", metavar="RATE", help="as tc writes it: 100mbit, 1gbit")
+    restore = sub.add_parser("restore", help="test tool: remove what degrade set on a host")
     where = localfleet.DEFAULT_DIR
-    for q in (up, down):
+    for q in (degrade, restore):
+        q.add_argument("host", metavar="HOST")
+    for q in (up, down, degrade, restore):
         q.add_argument("--dir", type=Path, default=where, help=f"default {where}")
 
 
@@ -594,7 +601,11 @@ def cmd_new_case(args: argparse.Namespace) -> int:
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
-    """Local SSH hosts (tui/localfleet/fleet.py): ``up N [--slurm]`` or ``down``."""
+    """Local SSH hosts (tui/localfleet/fleet.py): ``up N [--slurm]``, ``down``; the test
+    tools ``degrade HOST [--cpu FRACTION] [--link-rate RATE]``, ``restore HOST``."""
+    if args.action in ("degrade", "restore"):
+        cpu, rate = getattr(args, "cpu", None), getattr(args, "link_rate", None)  # degrade's
+        return localfleet.degrade_main(args.action, args.dir.resolve(), args.host, cpu, rate)
     count, slurm = getattr(args, "count", 0), getattr(args, "slurm", False)  # up's only
     return localfleet.main(args.action, args.dir.resolve(), count, slurm)
 
@@ -757,7 +768,7 @@ SUBCOMMANDS = (
     ),
     Subcommand(
         "fleet",
-        "SSH hosts on this machine to try fleetperf on (as root): up N, down",
+        "SSH hosts on this machine to try fleetperf on (as root): up N, down; degrade, restore",
         _fleet_arguments,
         cmd_fleet,
     ),

@@ -19,6 +19,9 @@ down`` in another process finds what ``fleetperf fleet up`` made. Nothing is mou
 this machine's mount namespace: the overlays live only in the hosts' namespaces and are
 gone when the last process in them ends, which ``close()`` sees to.
 
+``fleetperf fleet degrade HOST`` slows one host down on purpose and ``fleet restore HOST``
+undoes it (test tools: tui/localfleet/degrade.py).
+
 Needs root, ``ip`` (iproute2), ``unshare``/``nsenter`` (util-linux), overlayfs and
 ``sshd`` (openssh-server); ``available()`` says why not.
 """
@@ -45,6 +48,7 @@ from pathlib import Path
 import yaml
 
 from tui.core.paths import REPO_ROOT
+from tui.localfleet import degrade
 
 SSHD = "/usr/sbin/sshd"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -222,6 +226,7 @@ class Fleet:
         overlays; then remove the network namespaces, veths, bridge and overlay files."""
         for host in self.hosts.values():
             _kill_netns(host.netns)
+            degrade.restore(host)  # its emptied cgroup and qdiscs (fleet degrade)
             subprocess.run(["ip", "netns", "del", host.netns], capture_output=True)
             # Gone with its namespace, unless something still holds it.
             subprocess.run(["ip", "link", "del", self.veth(host)], capture_output=True)
@@ -607,3 +612,48 @@ def main(action: str, workdir: Path, count: int = 0, slurm: bool = False) -> int
         print(f"fleetperf fleet: error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def degrade_main(
+    action: str, workdir: Path, name: str, cpu: str | None = None, link_rate: str | None = None
+) -> int:
+    """Test tools: ``fleetperf fleet degrade HOST [--cpu FRACTION] [--link-rate RATE]`` and
+    ``fleetperf fleet restore HOST`` (their arguments: tui/cli.py)."""
+    try:
+        if action == "degrade" and cpu is None and link_rate is None:
+            raise degrade.DegradeError(f"degrade {name}: give --cpu FRACTION, --link-rate RATE")
+        fraction = None if cpu is None else degrade.parse_fraction(cpu)
+        bits = None if link_rate is None else degrade.parse_rate(link_rate)
+        host = _host(workdir, name)
+        if action == "restore":
+            degrade.restore(host)
+            print(f"fleetperf fleet: {name}: restored (no CPU quota, no link rate)")
+            return 0
+        if fraction is not None:
+            group, quota, cpus = degrade.limit_cpu(host, fraction)
+            print(
+                f"fleetperf fleet: {name}: CPU quota {fraction:g} of {cpus} CPU(s)"
+                f" ({quota}/{degrade.PERIOD_US} us, cgroup {group})"
+            )
+        if bits is not None:
+            degrade.limit_link(host, bits)
+            print(f"fleetperf fleet: {name}: link rate {bits} bit/s both ways (tc tbf)")
+    except (degrade.DegradeError, RuntimeError, OSError) as exc:  # OSError: a cgroup file
+        print(f"fleetperf fleet: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _host(workdir: Path, name: str) -> Host:
+    """The host ``name`` of the fleet up in ``workdir``; DegradeError naming the others."""
+    reason = available()
+    if reason:
+        raise degrade.DegradeError(reason)
+    if not (workdir / STATE).exists():
+        raise degrade.DegradeError(f"no fleet is up in {workdir}")
+    fleet = Fleet.load(workdir)
+    if name not in fleet.hosts:
+        raise degrade.DegradeError(
+            f"no host {name!r} in the fleet in {workdir} (its hosts: {', '.join(fleet.hosts)})"
+        )
+    return fleet.hosts[name]
