@@ -120,6 +120,20 @@ def test_a_busy_host_that_measures_like_its_peers_is_ok_with_a_note() -> None:
     assert (v.verdict, v.reason) == ("ok", "busy: cron")
 
 
+def test_busy_samples_never_enter_the_peers_band() -> None:
+    # Five hosts slowed by other work would pull the peers' median to half; node7 is slow
+    # while quiet, and only the quiet hosts are its peers.
+    slow = {h: 0.5 for h in [*HOSTS[:5], "node7"]}
+    samples = [
+        Sample(s.host, None, s.metric, s.value, busy="a build" if s.host in HOSTS[:5] else None)
+        for s in fleet(15, scale=slow)
+    ]
+    verdicts = by_host(judge(samples, {"fp32": FLOPS}, repeat=3))
+    assert verdicts["node7"].verdict == "flagged"
+    assert verdicts["node7"].peer_median == pytest.approx(100, rel=0.05)
+    assert {verdicts[h].verdict for h in HOSTS[:5]} == {"inconclusive"}
+
+
 def test_a_throttled_device_is_flagged_with_the_throttle_as_likely_cause() -> None:
     rng = random.Random(5)
     samples = []
@@ -237,6 +251,18 @@ def test_a_host_whose_every_link_is_slow_is_named_not_its_links() -> None:
         assert sorted(v.pair for v in report.links if v.verdict == "flagged") == sorted(
             p for p in pairs if "node2" in p
         )
+
+
+def test_three_hosts_cannot_tell_a_sick_host_from_two_fast_links() -> None:
+    # node0's two links slow, the third fast: as many explanations as links; nothing named.
+    pairs = {
+        ("node0", "node1"): [30.0] * 3,
+        ("node0", "node2"): [31.0] * 3,
+        ("node1", "node2"): [100.0] * 3,
+    }
+    report = judge_links(pairs, BANDWIDTH)
+    assert (report.hosts, report.pairs) == ([], [])
+    assert {v.verdict for v in report.links} == {"ok"}
 
 
 def test_a_single_slow_pair_is_that_path() -> None:
