@@ -186,6 +186,13 @@ def test_the_others_of_a_sys_event_are_bounded_and_cleaned() -> None:
     assert others(bad[:MAX_OTHERS]) == () and others(bad[3:]) == ()
 
 
+def test_a_window_no_host_could_send_is_not_kept() -> None:
+    for odd in ({"host_cpus": 0}, {"host_cpus": 2.0**40}, {"others_cpu_s": -1.0}):
+        figures = {"others_cpu_s": 1.0, "window_s": 2.0, "host_cpus": 2, **odd}
+        summary = _summary(figures)
+        assert summary["hosts"][0]["others"] is None and "busy" not in summary
+
+
 def test_a_throttled_device_is_named_with_its_reasons() -> None:
     monitor = Monitor("nvidia", 2)
     for i, thermal in enumerate((1.0, 1.0, 0.0)):

@@ -26,6 +26,7 @@ UNKNOWN = "—"  # a figure that applies to the row but that the hardware did no
 # Other processes' CPU over a run's window, as a fraction of the host's CPUs, from which the
 # run is busy: its numbers measure that other work too.
 BUSY_FRACTION = 0.1
+_MAX_CPUS = 1 << 20  # a window's host_cpus past this is no host's: the window is not kept
 # The throttle reasons a device's samples name (harness.nvml.THROTTLE_BITS), as said.
 THROTTLE_REASONS = {"thermal": "thermal", "power_cap": "power cap", "hw_slowdown": "HW slowdown"}
 # The per-device keys of a sys sample: dev{d}_{name} (docs/workload-contract.md).
@@ -244,7 +245,7 @@ def _add_window(host: _Host, ev: SysSample) -> None:
     cpu_s, seconds, cpus = v.get("others_cpu_s"), v.get("window_s"), v.get("host_cpus")
     if cpu_s is None or seconds is None or cpus is None or cpu_s < 0 or seconds < 0:
         return
-    if cpus >= 1 and (host.window is None or ev.t >= host.window.t):
+    if 1 <= cpus <= _MAX_CPUS and (host.window is None or ev.t >= host.window.t):
         host.window = _Window(ev.t, cpu_s, seconds, int(cpus), ev.others)
 
 
