@@ -148,7 +148,10 @@ def store_at_version(
     with ResultStore(path) as store:
         store.add(first)
     conn = sqlite3.connect(path)
-    conn.executescript(f"ALTER TABLE runs DROP COLUMN {column}; PRAGMA user_version = {version};")
+    conn.executescript(  # and no qualifications table: schema 11 (Alembic's v11) added it
+        f"ALTER TABLE runs DROP COLUMN {column}; DROP TABLE qualifications;"
+        f" PRAGMA user_version = {version};"
+    )
     conn.close()
     return path, first, second
 

@@ -303,6 +303,82 @@ def _provision_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _qualify_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-i", "--inventory", type=Path, default=None, help=f"default {DEFAULT_INVENTORY}"
+    )
+    p.add_argument("--group", metavar="VENDOR", help="the inventory group (default: its only one)")
+    p.add_argument("--limit", metavar="HOST[,HOST]", help="these hosts of the group only")
+    p.add_argument(
+        "--repeat",
+        dest="qualify_repeat",
+        type=int,
+        default=3,
+        help="samples of each run per host (default 3)",
+    )
+    p.add_argument("--one-at-a-time", action="store_true", help="one host (or pair) at a time")
+    p.add_argument(
+        "--case",
+        dest="qualify_cases",
+        action="append",
+        default=[],
+        metavar="CASE[/CONFIG]",
+        help="the suites' rows of this case (or config) only",
+    )
+    p.add_argument(
+        "--set",
+        dest="qualify_sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="to the cases that take KEY",
+    )
+    p.add_argument(
+        "--budget", type=int, default=None, metavar="SECONDS", help="each run's time limit"
+    )
+    p.add_argument(
+        "--wait",
+        dest="qualify_wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="for a host another holds",
+    )
+    p.add_argument("--format", dest="qualify_format", choices=FORMATS, default="md")
+    p.add_argument(
+        "--history", metavar="HOST", help="the host's qualifications against its own past"
+    )
+    p.add_argument("--results", type=Path, default=None)
+    p.add_argument("--store", metavar="URL", help=STORE_HELP)
+    p.add_argument("--data-root", type=Path, default=None)
+
+
+def cmd_qualify(args: argparse.Namespace) -> int:
+    """tui/qualify/run.py: the base suite over a group, judged host against host."""
+    from tui.qualify.run import QualifyArgs, run_qualify, show_history
+
+    if args.budget is not None and args.budget < 1:
+        raise UsageError(f"--budget {args.budget}: must be at least 1 second")
+    qargs = QualifyArgs(
+        inventory=(args.inventory or DEFAULT_INVENTORY).resolve(),
+        results_dir=_results_dir(args),
+        data_root=_data_root(args),
+        store=args.store,
+        group=args.group,
+        limit=args.limit,
+        repeat=args.qualify_repeat,
+        one_at_a_time=args.one_at_a_time,
+        fmt=args.qualify_format,
+        sets=args.qualify_sets,
+        cases=args.qualify_cases,
+        budget_s=args.budget,
+        wait_s=args.qualify_wait,
+    )
+    if args.history:
+        return show_history(qargs, args.history)
+    return run_qualify(qargs)
+
+
 def _images_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", required=True)
     tag = sub.add_parser("tag", help="print the expected tag")
@@ -779,6 +855,15 @@ SUBCOMMANDS = (
         cmd_provision,
         "Run provision.yml on the hosts of the inventory's vendor groups and say what"
         " changed per host and role; with --check, what would change (nothing is).",
+    ),
+    Subcommand(
+        "qualify",
+        "the base suite over a group's hosts, each judged against its peers (exit 3: flagged)",
+        _qualify_arguments,
+        cmd_qualify,
+        "Run the base suite's single-host cases on every host of a group, the links between"
+        " them pair by pair and one all-host all_reduce; judge each host against its peers"
+        " and name the ones outside their band (docs/qualify.md).",
     ),
     Subcommand(
         "images",

@@ -26,7 +26,7 @@ from seed_records import PEAK, llama_finetune, seed001_records, store_at_version
 from tui.engine.session import check_run_id
 from tui.executors.base import new_run_id
 from tui.results.store import SCHEMA_VERSION, ResultStore, StoreError, controller_id
-from tui.results.storedb import BASELINE, HEAD, MIGRATIONS, metadata
+from tui.results.storedb import HEAD, MIGRATIONS, metadata
 from tui.results.tables import short_id
 
 
@@ -97,8 +97,8 @@ def test_schema_version_and_wal(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        assert tables == {"runs", "metrics", "alembic_version"}
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(BASELINE,)]
+        assert tables == {"runs", "metrics", "qualifications", "alembic_version"}
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [(HEAD,)]
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
         conn.commit()
     finally:
@@ -359,7 +359,9 @@ def test_every_older_sqlite_store_is_upgraded_with_its_runs(tmp_path: Path, vers
     if version == 2:  # the raw load average, before it was divided per CPU
         conn.execute("ALTER TABLE runs RENAME COLUMN load_per_cpu TO load_avg")
         conn.execute("UPDATE runs SET load_avg = 3.5")
-    conn.executescript(f"DROP TABLE alembic_version; PRAGMA user_version = {version};")
+    conn.executescript(  # schema 10 and before had no qualifications table (v11 adds it)
+        f"DROP TABLE alembic_version; DROP TABLE qualifications; PRAGMA user_version = {version};"
+    )
     conn.close()
     with ResultStore(path) as store:
         assert store.list() == records
@@ -367,7 +369,7 @@ def test_every_older_sqlite_store_is_upgraded_with_its_runs(tmp_path: Path, vers
         assert store.get("l1").metrics["loss"] == 1.5
     assert _columns(path) == _columns(fresh)
     assert scalars(str(path), "PRAGMA user_version") == [SCHEMA_VERSION]
-    assert scalars(str(path), "SELECT version_num FROM alembic_version") == [BASELINE]
+    assert scalars(str(path), "SELECT version_num FROM alembic_version") == [HEAD]
     assert scalars(str(path), "SELECT count(*) FROM runs WHERE load_per_cpu IS NOT NULL") == [0]
 
 

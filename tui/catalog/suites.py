@@ -21,7 +21,7 @@ from tui.core.paths import CASES_DIR, REPO_ROOT, SUITES_DIR
 from tui.core.text import clean_tree
 
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")  # a file name under suites/, never a path
-FIELDS = ("description", "runs")
+FIELDS = ("description", "runs", "qualify")  # qualify: read by tui/qualify/rules.py
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from tui.core.errors import StoreError
 # an earlier fleetperf refuses it as newer instead of misreading it.
 SCHEMA_VERSION = 11
 BASELINE = "v10"  # the Alembic revision that is schema 10 (migrations/versions/v10_baseline.py)
-HEAD = "v10"  # the newest revision: a store at it opens without Alembic (a test checks it)
+HEAD = "v11"  # the newest revision: a store at it opens without Alembic (a test checks it)
 BUSY_TIMEOUT_S = 60.0  # how long one controller waits for another's write
 CONNECT_TIMEOUT_S = 10  # an unreachable PostgreSQL: refused after this long
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -95,6 +95,28 @@ metrics = sa.Table(
     sa.Column("name", sa.Text, primary_key=True),
     sa.Column("value", sa.Float, nullable=False),
     sa.Index("metrics_by_name", "name", "run_id"),
+)
+# fleetperf qualify's verdicts (tui/qualify/keep.py): one row per qualification, host,
+# device ('' for the host as a whole) and metric; the runs it judged share its batch ids.
+qualifications = sa.Table(
+    "qualifications",
+    metadata,
+    sa.Column("qualification_id", _SORTED_TEXT, primary_key=True),
+    sa.Column("host", sa.Text, primary_key=True),
+    sa.Column("device", sa.Text, primary_key=True),
+    sa.Column("metric", sa.Text, primary_key=True),
+    sa.Column("started", _SORTED_TEXT, nullable=False),  # ISO-8601 UTC: sorts as text
+    sa.Column("grp", sa.Text, nullable=False),  # the inventory group qualified
+    sa.Column("n", sa.Integer, nullable=False),
+    sa.Column("median", sa.Float),
+    sa.Column("lo", sa.Float),
+    sa.Column("hi", sa.Float),
+    sa.Column("peer_median", sa.Float),
+    sa.Column("ratio", sa.Float),
+    sa.Column("verdict", sa.Text, nullable=False),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("batch_ids", sa.Text, nullable=False),  # JSON list: the runs' batches
+    sa.Index("qualifications_by_host", "host", "started"),
 )
 
 
