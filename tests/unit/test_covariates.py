@@ -238,3 +238,13 @@ def test_the_nvml_reason_bits_are_nvmls() -> None:
         | pynvml.nvmlClocksThrottleReasonHwPowerBrakeSlowdown,
     }
     assert dict(nvml.THROTTLE_BITS) == expected
+
+
+def test_a_kunlunxin_host_says_why_its_devices_are_not_read() -> None:
+    monitor = Monitor("kunlunxin", 1)
+    monitor.add(SysSample("run-1", "k", 0, 0.0, {"cpu_percent": 5.0}))
+    assert (
+        "host k: no device readings: only NVML (nvidia) and ixsmi (iluvatar) are read, and"
+        " this vendor kunlunxin host gave none (xpu_smi: no query syntax or Python binding"
+        " documented)"
+    ) in monitor.summary()["notes"]

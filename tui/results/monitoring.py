@@ -43,6 +43,8 @@ _DEVICE_STATS = (
     "sm_clock_mhz",
     "mem_clock_mhz",
 )
+# Why a vendor's devices are not read at all, where a tool exists.
+_UNREAD = {"kunlunxin": " (xpu_smi: no query syntax or Python binding documented)"}
 # What each of a device's figures is, for the notes that say which ones it lacks.
 _DEVICE_WORDS = {
     "power_w": "power",
@@ -218,9 +220,10 @@ class Monitor:
                 " window (an older harness): busy or quiet is not known"
             )
         if not host.devices:  # harness/sysmon.py reads NVML (nvidia) and ixsmi (iluvatar)
+            why = _UNREAD.get(self.vendor, "")
             notes.append(
                 f"host {name}: no device readings: only NVML (nvidia) and ixsmi (iluvatar)"
-                f" are read, and this vendor {self.vendor} host gave none"
+                f" are read, and this vendor {self.vendor} host gave none{why}"
             )
             return notes
         for d in range(self.nproc_per_node):
