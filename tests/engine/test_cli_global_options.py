@@ -34,6 +34,8 @@ LEAVES = {
     ("serve",): [],
     ("fleet", "up"): ["2"],
     ("fleet", "down"): [],
+    ("fleet", "degrade"): ["node1"],
+    ("fleet", "restore"): ["node1"],
     ("provision",): [],
     ("images", "tag"): ["cpu"],
     ("images", "context"): ["cpu", "d"],
