@@ -3,22 +3,20 @@ syntax (iluvatar's ``ixsmi``), as the ``sys`` record's ``dev{d}_*`` fields want 
 
 Written from nvidia-smi's documented query fields, which ixsmi's documentation says it
 follows; it has not run on Iluvatar hardware (docs/monitoring.md). A field the tool does
-not give fails its whole query: clocks and temperature are asked apart from the reasons,
-so one missing field costs only its group, and anything unreadable is left out.
+not give fails its whole query: clocks and temperature are asked apart from the reasons
+(nvidia-smi's ``clocks_throttle_reasons.active``, NVML's bitmask), so one missing field
+costs only its group, and anything unreadable is left out.
 """
 
 from __future__ import annotations
 
 from harness.device import smi_query
+from harness.nvml import THROTTLE_BITS
 
 _FIGURES = ("clocks.sm", "clocks.mem", "temperature.gpu")
 _FIGURE_KEYS = ("sm_clock_mhz", "mem_clock_mhz", "temp_c")
-# Each reason the record names, and the query fields that set it.
-_REASONS = {
-    "thermal": ("sw_thermal_slowdown", "hw_thermal_slowdown"),
-    "power_cap": ("sw_power_cap",),
-    "hw_slowdown": ("hw_slowdown", "hw_power_brake_slowdown"),
-}
+# The active reasons as NVML's bitmask ("0x0000000000000004"), read as NVML's are.
+_REASONS = "clocks_throttle_reasons.active"
 
 
 def smi_readings(tool: str, devices: int) -> dict[int, dict[str, float]]:
@@ -31,16 +29,15 @@ def smi_readings(tool: str, devices: int) -> dict[int, dict[str, float]]:
                     out.setdefault(d, {})[key] = float(cell)
                 except ValueError:  # [N/A], [Not Supported]
                     continue
-    fields = [f"clocks_throttle_reasons.{f}" for names in _REASONS.values() for f in names]
-    for row in smi_query(tool, "--query-gpu=index," + ",".join(fields)):
-        if (d := _index(row, devices, len(fields))) is None:
+    for row in smi_query(tool, f"--query-gpu=index,{_REASONS}"):
+        if (d := _index(row, devices, 1)) is None:
             continue
-        cells = dict(zip(fields, row[1:], strict=True))
-        if not all(c in ("Active", "Not Active") for c in cells.values()):
+        try:
+            mask = int(row[1], 16)
+        except ValueError:
             continue
-        for name, names in _REASONS.items():
-            active = any(cells[f"clocks_throttle_reasons.{f}"] == "Active" for f in names)
-            out.setdefault(d, {})[f"throttle_{name}"] = 1.0 if active else 0.0
+        for name, bits in THROTTLE_BITS.items():
+            out.setdefault(d, {})[f"throttle_{name}"] = 1.0 if mask & bits else 0.0
     return out
 
 

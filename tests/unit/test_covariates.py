@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from harness import nvml
 from harness.procwindow import ProcWindow, cpu_freq_mhz, run_root
+from harness.smi import smi_readings
 from harness.sysmon import SysSampler
 
 from tui.core.events import MAX_OTHERS, SysSample, parse
@@ -248,3 +249,10 @@ def test_a_kunlunxin_host_says_why_its_devices_are_not_read() -> None:
         " this vendor kunlunxin host gave none (xpu_smi: no query syntax or Python binding"
         " documented)"
     ) in monitor.summary()["notes"]
+
+
+def test_an_smi_tool_that_is_not_there_gives_nothing() -> None:
+    """ixsmi is not on this machine (its parsing has not met the real tool: docs/monitoring.md);
+    where it is missing the devices' keys are left out, never guessed."""
+    assert shutil.which("fleetperf-no-such-smi") is None
+    assert smi_readings("fleetperf-no-such-smi", 8) == {}
