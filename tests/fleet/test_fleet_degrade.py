@@ -164,6 +164,10 @@ def test_degrade_and_restore_a_hosts_cpu_and_link(tmp_path: Path) -> None:
         assert slow_s > 2 * peer_s, (slow_s, peer_s)
         assert throttled > 0  # the quota held node1 back
         assert fleet("restore", "node2", *where).returncode == 0
+        # Degraded again: the same group, a new quota.
+        more = fleet("degrade", "node1", "--cpu", "0.5", *where)
+        assert more.returncode == 0 and f"cgroup {group})" in more.stdout, more.stderr
+        assert (group / "cpu.cfs_quota_us").read_text() == f"{round(0.5 * cpus * 100_000)}\n"
 
         # Link: a token bucket of 8 Mbit/s (1 MB/s) both ways on node1's veth.
         rate = fleet("degrade", "node1", "--link-rate", "8mbit", *where)

@@ -68,7 +68,8 @@ def limit_cpu(host: Host, fraction: float) -> tuple[Path, int, int]:
     the cgroup, the quota and the CPU count."""
     if not (CPU_ROOT / "cpu.cfs_quota_us").is_file():
         raise DegradeError(f"--cpu needs a cgroup v1 cpu controller at {CPU_ROOT}")
-    group = _group(host) or _cgroup_of(host.sshd_pid) / f"fleetperf-{host.netns}"
+    now = _cgroup_of(host.sshd_pid)
+    group = now if now.name == _name(host) else now / _name(host)  # again: a new quota
     group.mkdir(exist_ok=True)
     (host.root / STATE).write_text(json.dumps({"cgroup": str(group)}) + "\n")
     cpus = len(os.sched_getaffinity(host.sshd_pid))
@@ -94,17 +95,15 @@ def limit_link(host: Host, bits: int) -> None:
 
 def restore(host: Host) -> None:
     """Undo both: processes back where they came from, the cgroup and the qdiscs gone."""
-    state = host.root / STATE
-    if state.is_file():
-        group = Path(json.loads(state.read_text())["cgroup"])
-        if group.is_dir():
-            for _ in range(50):
-                left = _procs(group)
-                if not left:
-                    break
-                _move(left, group.parent)
-            _rmdir(group)
-        state.unlink()
+    group = _group(host)
+    if group is not None and group.is_dir():
+        for _ in range(50):
+            left = _procs(group)
+            if not left:
+                break
+            _move(left, group.parent)
+        _rmdir(group)
+    (host.root / STATE).unlink(missing_ok=True)
     for tc, dev in _ends(host):
         shown = subprocess.run([*tc, "qdisc", "show", "dev", dev], capture_output=True)
         if b"tbf" in shown.stdout:
@@ -121,10 +120,21 @@ def _ends(host: Host) -> list[tuple[list[str], str]]:
     return ends
 
 
+def _name(host: Host) -> str:
+    return f"fleetperf-{host.netns}"  # unique on this machine: the fleet's tag, the host
+
+
 def _group(host: Host) -> Path | None:
-    """The cgroup an earlier degrade made for the host (to change its quota), or None."""
+    """The cgroup an earlier degrade made for the host, or None. The host can write its
+    directory: only a group of the host's own name under CPU_ROOT is taken from there."""
     state = host.root / STATE
-    return Path(json.loads(state.read_text())["cgroup"]) if state.is_file() else None
+    if not state.is_file():
+        return None
+    with contextlib.suppress(ValueError, KeyError, TypeError):  # not what limit_cpu wrote
+        group = Path(os.path.normpath(json.loads(state.read_text())["cgroup"]))
+        if group.name == _name(host) and group.is_relative_to(CPU_ROOT):
+            return group
+    return None
 
 
 def _cgroup_of(pid: int) -> Path:
