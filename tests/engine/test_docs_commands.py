@@ -211,7 +211,7 @@ def test_usage_lines_expand_to_each_form() -> None:
 
 def test_help_lists_every_subcommand_with_its_line() -> None:
     shown = cli.parser().format_help()
-    assert len(cli.SUBCOMMANDS) == 12
+    assert len(cli.SUBCOMMANDS) == 13
     for command in cli.SUBCOMMANDS:
         assert re.search(
             rf"^ +{re.escape(command.name)} +{re.escape(command.help[:20])}", shown, re.M
