@@ -18,6 +18,8 @@ from tui.core.errors import CatalogError
 from tui.qualify import keep, output
 from tui.qualify.judge import Rule, Sample, judge
 from tui.qualify.rules import suite_rules
+from tui.qualify.run import covariates, shared_machines
+from tui.results.record import RunRecord
 from tui.results.storedb import Target, open_engine
 
 GEMM = "base-computation CPUx1x1 gemm_tflops"
@@ -141,3 +143,21 @@ def test_an_unreachable_host_is_named_and_nothing_launched(fp: Fleetperf, tmp_pa
     assert out.stderr.startswith("fleetperf qualify: error: host gone: unreachable (")
     assert len(out.stderr.strip().splitlines()) == 1
     assert not (fp.results / "runs").exists()
+
+
+def test_hosts_sharing_a_boot_id_are_one_machine() -> None:
+    ids = {"node1": "b-1", "node2": "b-1", "gpu7": "b-2", "node3": "b-1"}
+    assert shared_machines(ids) == [["node1", "node2", "node3"]]
+    assert shared_machines({"a": "x", "b": "y"}) == []
+
+
+def test_a_samples_covariates_come_from_its_record_and_missing_is_quiet() -> None:
+    base = {"run_id": "r", "case": "base-computation", "vendor": "cpu", "config": "CPUx1x1"}
+    record = RunRecord(**base, status="passed", started="2026-11-29T00:00:00Z")
+    assert covariates(record) == (None, None)  # a record from before Part D: quiet
+    busy = record.model_copy(
+        update={"monitoring": {"busy": "busy: host a: other processes used 1.0 of 2 CPUs"}}
+    )
+    assert covariates(busy) == ("host a: other processes used 1.0 of 2 CPUs", None)
+    noted = record.model_copy(update={"notes": ["throttle: dev0 thermal"]})
+    assert covariates(noted) == (None, "dev0 thermal")
