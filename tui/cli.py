@@ -582,12 +582,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     if len(_stores(args)) > 1:  # history bands over all of them
         merged = _read_stores(args)
         records, where = merged.records, merged.where
+        qualification: list[dict] = []  # the newest qualification of one store only
     else:
         session = _session(args)
         try:
             session.open_store(create=False)
             records = session.runs()
             where = session.store.where
+            qualification = report.latest_qualification(session.store_at)
         finally:
             session.close()
     unknown = [c for c in args.case if c not in {r.case for r in records}]
@@ -596,7 +598,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.case:
         records = [r for r in records if r.case in args.case]
     try:
-        report.write_report(args.output, report.render(records, _results_dir(args), since))
+        page = report.render(records, _results_dir(args), since, qualification=qualification)
+        report.write_report(args.output, page)
     except OSError as exc:
         raise UsageError(f"-o {args.output}: {exc.strerror}") from None
     print(printable(f"wrote {args.output} ({len(records)} run(s))"))

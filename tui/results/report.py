@@ -21,13 +21,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+import sqlalchemy as sa
 from harness.metrics import Metric
 
 from tui.catalog import catalog
 from tui.core import safefile
-from tui.core.errors import CatalogError
+from tui.core.errors import CatalogError, StoreError
 from tui.core.text import html_text
-from tui.results import monitoring
+from tui.results import monitoring, storedb
 from tui.results.record import RunRecord, is_run_id
 from tui.results.references import Reference, comparable_key, history_band
 from tui.results.tables import capped, case_table, format_fix_hp
@@ -80,6 +81,8 @@ svg{display:block;margin:.3em 0 1em} svg text{font-size:11px;fill:#333}
 .bound{stroke:#b00;stroke-dasharray:4 3;fill:none} .line{stroke:#4a90d9;fill:none}
 .pt{fill:#4a90d9} .flagged{fill:#d00} .bar{fill:#4a90d9} .ref{stroke:#b00;stroke-width:2}
 .refband{fill:#b00;opacity:.12} .loss{stroke:#2a7;fill:none;stroke-width:1.5}
+.heat td{text-align:right} .heat-ok{background:#cfc} .heat-slow{background:#fe8}
+.heat-bad{background:#f99} .heat-none{color:#999}
 """
 
 
@@ -627,9 +630,11 @@ def render(
     results_dir: Path,
     since: str | None = None,
     title: str = "fleetperf report",
+    qualification: Sequence[dict] = (),
 ) -> str:
     """The page: ``records`` are every run of the cases to show (history needs the runs
-    before ``since``); the page shows runs started at or after ``since``."""
+    before ``since``); the page shows runs started at or after ``since``, after the newest
+    qualification's verdicts and link heat maps (``latest_qualification``'s rows) if any."""
     by_case: dict[str, list[RunRecord]] = {}
     for r in sorted(records, key=lambda r: (r.started, r.run_id)):
         by_case.setdefault(r.case, []).append(r)
@@ -641,13 +646,14 @@ def render(
         + (f", showing runs since {_e(since)}" if since else "")
         + ". Offline page: charts are inline SVG; hover a point for its run.</p>",
     ]
+    parts.extend(qualification_section(qualification, records))
     sections = []
     for case, runs in by_case.items():
         shown = [r for r in runs if since is None or r.started >= since]
         if shown:
             sections.append(case)
             parts.extend(_case_section(case, runs, shown, results_dir))
-    if not sections:
+    if not sections and not qualification:
         parts.append("<p>No runs match.</p>")
     else:
         nav = " · ".join(f'<a href="#case-{_slug(c)}">{_e(c)}</a>' for c in sections)
@@ -659,3 +665,125 @@ def render(
 def write_report(path: Path, text: str) -> None:
     """Never a half page, never through a link planted beside it (tui/core/safefile.py)."""
     safefile.write_text(path, text)
+
+
+# -- the latest qualification (fleetperf qualify, issue 42) ---------------------------------
+
+# A link's shade by its ratio to the pairs' median: within 10 %, 10-30 % below, further.
+HEAT_EDGES = ((0.9, "ok"), (0.7, "slow"))
+
+
+def heat_class(ratio: float | None) -> str:
+    """A link's shade in the report's and the app's heat maps."""
+    if ratio is None or not math.isfinite(ratio):
+        return "none"
+    return next((name for edge, name in HEAT_EDGES if ratio >= edge), "bad")
+
+
+def latest_qualification(store_at: str) -> list[dict]:
+    """The verdict rows of the store's newest qualification (none: [])."""
+    target = storedb.Target(store_at)
+    table = storedb.qualifications
+    engine = storedb.open_engine(target)
+    try:
+        with engine.connect() as conn:
+            if not sa.inspect(conn).has_table(table.name):  # a store older than schema v11
+                return []
+            newest = conn.execute(sa.select(sa.func.max(table.c.started))).scalar()
+            if newest is None:
+                return []
+            rows = conn.execute(
+                sa.select(table)
+                .where(table.c.started == newest)
+                .order_by(table.c.metric, table.c.host, table.c.device)
+            )
+            found = [dict(row._mapping) for row in rows]
+    except sa.exc.DBAPIError as exc:
+        raise StoreError(f"{target.shown}: {storedb.reason(exc, target)}") from None
+    finally:
+        engine.dispose()
+    for row in found:
+        ids = json.loads(row["batch_ids"])
+        row["batch_ids"] = [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
+    return found
+
+
+def link_medians(records: Sequence[RunRecord]) -> dict[str, dict[frozenset[str], float]]:
+    """Each two-host run's judged-link numbers by metric (config metric) and pair: the
+    median of the pair's passed runs."""
+    found: dict[str, dict[frozenset[str], list[float]]] = {}
+    for r in records:
+        if r.status != "passed" or len(set(r.hosts)) != 2:
+            continue
+        for name, value in r.metrics.items():
+            if name.endswith("_datasheet") or name.endswith("_ratio") or name.endswith("_min"):
+                continue
+            if isinstance(value, int | float) and math.isfinite(value):
+                pair = frozenset(r.hosts)
+                found.setdefault(f"{r.config} {name}", {}).setdefault(pair, []).append(value)
+    return {m: {p: _median(v) for p, v in pairs.items()} for m, pairs in found.items()}
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def heat_map(metric: str, hosts: list[str], medians: dict[frozenset[str], float]) -> str:
+    """One link metric's matrix as an HTML table: each pair's median, shaded by its ratio
+    to the median of every pair."""
+    mid = _median(list(medians.values())) if medians else 0.0
+    rows = []
+    for a in hosts:
+        cells = [f"<th>{_e(a)}</th>"]
+        for b in hosts:
+            value = medians.get(frozenset((a, b))) if a != b else None
+            if a == b or value is None:
+                cells.append(f'<td class="heat-none">{"·" if a == b else "-"}</td>')
+                continue
+            shade = heat_class(value / mid if mid else None)
+            tip = f"{a} – {b}: {value:.4g} ({value / mid:.2f}× the pairs' median)" if mid else ""
+            cells.append(f'<td class="heat-{shade}" title="{_e(tip)}">{value:.4g}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    head = "<tr><th></th>" + "".join(f"<th>{_e(h)}</th>" for h in hosts) + "</tr>"
+    return (
+        f'<h3>Links: {_e(metric)}</h3><table class="heat">{head}{"".join(rows)}</table>'
+        "<p class=\"note\">Each pair's median; green within 10 % of the pairs' median, yellow"
+        " 10-30 % below, red further.</p>"
+    )
+
+
+def qualification_section(rows: Sequence[dict], records: Sequence[RunRecord]) -> list[str]:
+    """The newest qualification: its per-host verdict table and, from the records of its
+    batches, each link metric's heat map."""
+    if not rows:
+        return []
+    first = rows[0]
+    batches = {b for r in rows for b in r["batch_ids"]}
+    medians = link_medians([r for r in records if r.batch_id in batches])
+    linked = {h for pairs in medians.values() for pair in pairs for h in pair}
+    hosts = sorted({r["host"] for r in rows} | linked)
+    parts = [
+        '<section id="qualification">',
+        f"<h2>Qualification: group {_e(first['grp'])}, {_e(first['started'])}</h2>",
+    ]
+    table = []
+    for r in rows:
+        verdict = r["verdict"] + (
+            f": {r['reason']}" if r["reason"] and r["verdict"] != "ok" else ""
+        )
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}×"
+        interval = "-" if r["lo"] is None else f"{r['lo']:.4g}–{r['hi']:.4g} ({r['n']})"
+        median = "-" if r["median"] is None else f"{r['median']:.4g}"
+        host = r["host"] + (f" #{r['device']}" if r["device"] else "")
+        table.append([r["metric"], host, median, ratio, interval, verdict])
+    parts.append(
+        _html_table(
+            ["metric", "host", "value", "ratio to peers", "interval (samples)", "verdict"], table
+        )
+    )
+    for metric, pairs in sorted(medians.items()):
+        parts.append(heat_map(metric, hosts, pairs))
+    parts.append("</section>")
+    return parts
