@@ -13,6 +13,7 @@ from seed_records import running_record
 from test_app_attach import OWNER, now_iso, step_line
 from test_app_attach import RUN as ATTACHED
 from test_app_dashboard import metric
+from test_app_fleet import show_recorded
 from test_app_suites import go_to, suites_app, tiny_suites
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Static
@@ -183,9 +184,19 @@ def test_cases_by_family_with_the_base_cases_open(
         await _cases_ready(pilot)
         screen = pilot.app.screen
         screen._unfold(screen.case_nodes["base-computation"])
-        await go_to(pilot, ("config", ("base-computation", "iluvatar/BI-V100x1x8-bf16")))
+        # On a cpu config: this machine's hosts (an iluvatar one names the inventory's path).
+        await go_to(pilot, ("config", ("base-computation", "cpu/CPUx1x1-bf16")))
 
     assert snap_compare(app, terminal_size=issue41_size, run_before=before)
+
+
+def test_fleet_screen_with_a_recorded_qualification(
+    snap_compare, tmp_path: Path, issue41_size: tuple[int, int]
+) -> None:
+    """Issue 42: four hosts judged (node3 flagged, node2 inconclusive while busy, every
+    link of node4 slow): each host's state, ratio and verdict per metric, the heat map."""
+    app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
+    assert snap_compare(app, terminal_size=issue41_size, run_before=show_recorded)
 
 
 def test_runs_screen_another_controllers_run_that_failed(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -23,7 +25,7 @@ from tui.core.paths import store_path
 from tui.core.term import printable
 from tui.engine.session import Batch, RunHandle, RunPlan, Session
 
-# The footer shows the four screen keys as one group ("1234 screens"); help names each.
+# The footer shows the five screen keys as one group ("12345 screens"); help names each.
 SCREENS = Binding.Group("screens", compact=True)
 
 
@@ -46,6 +48,12 @@ def _results_screen() -> Screen:
     from tui.app.screens.results import ResultsScreen
 
     return ResultsScreen()
+
+
+def _fleet_screen() -> Screen:
+    from tui.app.screens.fleet import FleetScreen
+
+    return FleetScreen()
 
 
 @dataclass(frozen=True)
@@ -73,6 +81,7 @@ class FleetperfApp(App[int]):
         "hosts": _hosts_screen,
         "runs": _runs_screen,
         "results": _results_screen,
+        "fleet": _fleet_screen,
     }
     DEFAULT_MODE = "cases"
     BINDINGS = [
@@ -82,6 +91,7 @@ class FleetperfApp(App[int]):
         Binding("2", "switch_mode('hosts')", "Hosts", id="go.hosts", group=SCREENS),
         Binding("3", "switch_mode('runs')", "Runs", id="go.runs", group=SCREENS),
         Binding("4", "switch_mode('results')", "Results", id="go.results", group=SCREENS),
+        Binding("5", "switch_mode('fleet')", "Fleet", id="go.fleet", group=SCREENS),
         Binding("ctrl+t", "toggle_theme", "Light/dark", show=False, id="app.theme"),
     ]
 
@@ -90,6 +100,8 @@ class FleetperfApp(App[int]):
         self.config = config
         self.feed = RunFeed()
         self.batches: list[Batch] = []
+        # The Fleet screen's qualification while it runs: its stop request (set: cancel).
+        self.qualifying: threading.Event | None = None
         # Everything the screens ask of hosts, runs and the store goes through the engine.
         self.session = Session(
             config.inventory,
@@ -130,7 +142,7 @@ class FleetperfApp(App[int]):
 
     @property
     def running(self) -> bool:
-        return any(not b.done for b in self.batches)
+        return self.qualifying is not None or any(not b.done for b in self.batches)
 
     def launch(self, plans: list[RunPlan]) -> Batch:
         """Start planned runs (from a worker thread): the feed learns them before they
@@ -215,8 +227,14 @@ class FleetperfApp(App[int]):
     @work(thread=True, exclusive=True, group="quit")
     def _cancel_and_exit(self) -> None:
         # Cancelling stops remote work; waiting lets the engine store what was measured.
+        qualifying = self.qualifying
+        if qualifying is not None:
+            qualifying.set()  # the qualification cancels its batch and waits for it
         for batch in self.batches:
             batch.cancel()
         for batch in self.batches:
             batch.wait(timeout=300)
+        deadline = time.monotonic() + 300
+        while self.qualifying is not None and time.monotonic() < deadline:
+            time.sleep(0.2)
         self.call_from_thread(self.exit, 0)
