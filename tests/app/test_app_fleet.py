@@ -102,8 +102,8 @@ def test_the_table_and_matrix_fill_as_hosts_and_pairs_finish(tmp_path: Path) -> 
             await pilot.press("5")
             await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
             screen = app.screen
-            keys = {k.key for k in screen.query(FooterKey)}
-            assert {"q", "5"} <= keys and "x" not in keys  # stop only while running
+            await wait_for(pilot, lambda: {"q", "5"} <= {k.key for k in screen.query(FooterKey)})
+            assert "x" not in {k.key for k in screen.query(FooterKey)}  # only while running
             palette = {c.title for c in app.get_system_commands(screen)}
             assert {"Qualify", "Fleet"} <= palette
             table = screen.query_one("#fleet-table", Static)
@@ -176,5 +176,28 @@ def test_qualify_refuses_a_bad_repeat_and_starts_nothing(tmp_path: Path) -> None
             await pilot.pause()
             assert screen.qual is None
             assert any("--repeat 0: must be at least 1" in n.message for n in app._notifications)
+
+    run(scenario())
+
+
+def test_a_qualification_refused_before_launch_says_why(tmp_path: Path) -> None:
+    """q through tui.qualify for real (the inventory read, the hosts' boot ids over
+    ansible): this inventory's host has no fleetperf_python, so the first run is refused
+    before launch as fleetperf qualify refuses it; the screen says so and judges nothing."""
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
+        async with app.run_test(size=(100, 30), notifications=True) as pilot:
+            await pilot.press("5")
+            await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
+            await app.workers.wait_for_complete()
+            screen = app.screen
+            screen.query_one("#fleet-repeat").value = "1"
+            await pilot.press("q")
+            summary = screen.query_one("#fleet-summary", Label)
+            await wait_for(pilot, lambda: "not judged" in plain(summary), timeout=120)
+            assert "fleetperf_python is not set" in plain(summary)
+            assert "not measured" in plain(screen.query_one("#fleet-table", Static))
+            await wait_for(pilot, lambda: screen.qual is None and not app.running)
 
     run(scenario())

@@ -23,6 +23,7 @@ class FleetProgress:
     allreduce_done: bool = False
     result: Result | None = None  # judged so far; final once ``final``
     final: bool = False
+    ended: str | None = None  # why it ended unjudged: refused, stopped
     rounds: list[list[tuple[str, str]]] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -41,6 +42,9 @@ class FleetProgress:
     def finish(self, result: Result) -> None:
         self.result, self.final = result, True
 
+    def end(self, why: str) -> None:
+        self.ended = why
+
     @property
     def rounds_done(self) -> int:
         return sum(all(frozenset(p) in self.done_pairs for p in r) for r in self.rounds)
@@ -50,6 +54,8 @@ class FleetProgress:
         metrics and its links)."""
         if self.final and self.result is not None:
             return self.verdict(host)
+        if self.ended is not None:
+            return "measured" if host in self.done_hosts else "not measured"
         if host in self.done_hosts:
             return "measured" if len(self.done_hosts) < len(self.hosts) else "links"
         if not self.started:
@@ -71,6 +77,8 @@ class FleetProgress:
         n = len(self.hosts)
         if self.final:
             return f"judged: {n} hosts, {len(self.done_pairs)} pairs"
+        if self.ended is not None:
+            return f"not judged: {self.ended}"
         hosts = f"hosts measured {len(self.done_hosts)} of {n}"
         rounds = f"rounds done {self.rounds_done} of {len(self.rounds)}" if self.rounds else ""
         return "; ".join(x for x in (hosts, rounds) if x)

@@ -185,7 +185,9 @@ class FleetScreen(Screen[None]):
             self.app.call_from_thread(self.show, progress)
             measured = qual.run(progress.one_at_a_time)
             if measured.refused or measured.stopped:
-                why = measured.refused or "stopped; nothing judged"
+                why = measured.refused or "stopped"
+                progress.end(why)
+                self.app.call_from_thread(self.show, progress)
                 self.app.call_from_thread(self.notify, why, severity="error", timeout=10)
                 return
             result = qual.judged()
@@ -229,10 +231,10 @@ def host_table(progress: FleetProgress) -> Table:
     result = progress.result
     metrics = list(dict.fromkeys(v.metric for v in result.verdicts)) if result else []
     table = Table(box=box.SIMPLE_HEAD, show_edge=False)
-    table.add_column("host")
-    table.add_column("state")
+    table.add_column("host", no_wrap=True)
+    table.add_column("state", no_wrap=True)
     for metric in metrics:
-        table.add_column(literal(_short(metric)), justify="right")
+        table.add_column(literal(_short(metric)), justify="right", no_wrap=True)
     for host in progress.hosts:
         state = progress.state(host)
         cells: list[Text] = [literal(host), literal(state, style=_verdict_style(state))]
@@ -268,9 +270,9 @@ def heat_map(progress: FleetProgress, result: Result) -> Table | str:
         title=literal(title),
         title_justify="left",
     )
-    table.add_column("")
+    table.add_column("", no_wrap=True)
     for i, _ in enumerate(progress.hosts, 1):
-        table.add_column(str(i), justify="right")
+        table.add_column(str(i), justify="right", no_wrap=True)
     for i, a in enumerate(progress.hosts, 1):
         cells: list[Text] = [literal(f"{i} {a}")]
         for b in progress.hosts:
