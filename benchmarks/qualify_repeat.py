@@ -72,12 +72,15 @@ def main() -> None:
                     codes.append(out.returncode)
                     flagged = [x for x in out.stderr.splitlines() if x.startswith("FLAGGED")]
                     try:
-                        verdicts = Counter(v["verdict"] for v in json.loads(out.stdout)["verdicts"])
+                        rows = json.loads(out.stdout)["verdicts"]
                     except (json.JSONDecodeError, KeyError):
-                        verdicts = Counter()
+                        rows = []
+                    verdicts = Counter(v["verdict"] for v in rows)
+                    medians = {v["host"]: round(v["median"], 4) for v in rows if v["median"]}
                     print(
                         f"{name} {i + 1}/{args.runs}: exit {out.returncode} in {took:.0f} s;"
-                        f" verdicts {dict(verdicts)}; flagged {flagged or 'none'}",
+                        f" verdicts {dict(verdicts)}; medians {medians};"
+                        f" flagged {flagged or 'none'}",
                         flush=True,
                     )
                     if out.returncode not in (0, 3):
