@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
 from app_support import fixed_inventory, make_app, plain, run, wait_for
 from textual.pilot import Pilot
 from textual.widgets import Label, Static
@@ -14,9 +15,11 @@ from textual.widgets._footer import FooterKey
 
 from tui.app.fleetprogress import FleetProgress
 from tui.app.screens.fleet import FleetScreen
+from tui.core import paths
 from tui.qualify.judge import Rule, Sample, judge, judge_links
 from tui.qualify.output import Result
 from tui.qualify.schedule import pair_rounds
+from tui.results import report
 
 HOSTS = ["node1", "node2", "node3", "node4"]
 GEMM = "base-computation CPUx1x1 gemm_tflops"
@@ -201,3 +204,28 @@ def test_a_qualification_refused_before_launch_says_why(tmp_path: Path) -> None:
             await wait_for(pilot, lambda: screen.qual is None and not app.running)
 
     run(scenario())
+
+
+@pytest.mark.slow
+def test_a_qualification_of_this_machine_from_the_app(tmp_path: Path) -> None:
+    """The base suite's cpu rows on this machine's one host, once each (about 50 s): the
+    runs in the store, the host's verdicts kept as fleetperf qualify keeps them (one host
+    has no peers: inconclusive), and the report shows that qualification."""
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, paths.CASES_DIR)  # inventory/local.yml: localhost
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:
+            await pilot.press("5")
+            await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
+            await app.workers.wait_for_complete()
+            screen = app.screen
+            screen.query_one("#fleet-repeat").value = "1"
+            await pilot.press("q")
+            summary = screen.query_one("#fleet-summary", Label)
+            await wait_for(pilot, lambda: "judged" in plain(summary), timeout=600)
+            assert plain(summary).startswith("judged: 1 hosts")
+            assert "inconclusive" in plain(screen.query_one("#fleet-table", Static), width=300)
+
+    run(scenario())
+    rows = report.latest_qualification(str(tmp_path / "results" / "fleetperf.sqlite"))
+    assert rows and {r["host"] for r in rows} == {"localhost"}
