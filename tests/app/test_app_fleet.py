@@ -162,6 +162,13 @@ def test_the_table_and_matrix_fill_as_hosts_and_pairs_finish(tmp_path: Path) -> 
             assert "flagged (links)" in rows["node4"]
             shown = " ".join(plain(matrix, width=160).split())
             assert "rounds done 3 of 3" in shown and "2.02!" in shown
+            slow = recorded()
+            assert slow.result is not None
+            too_slow = "FLAGGED link node1 node4: base-interconnect CPUx2x1 too slow"
+            slow.result.failures.append(too_slow)
+            screen.show(slow)
+            await pilot.pause()
+            assert too_slow in plain(screen.query_one("#fleet-flags", Static), width=160)
 
     run(scenario())
 

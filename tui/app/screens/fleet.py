@@ -216,9 +216,23 @@ class FleetScreen(Screen[None]):
         self.query_one("#fleet-matrix", Static).update(
             heat_map(progress, result) if result is not None else ""
         )
-        flags = result.failures if result is not None else []
-        self.query_one("#fleet-flags", Static).update(literal("\n".join(flags), style="red"))
+        self.query_one("#fleet-flags", Static).update(_after(progress, result))
         self.refresh_bindings()
+
+
+def _after(progress: FleetProgress, result: Result | None) -> Text:
+    """Under the matrix: the all-host all_reduce's figure, then the runs that failed."""
+    text = Text()
+    allreduce = result.allreduce if result is not None else None
+    value = allreduce.metrics.get("bus_gbps") if allreduce is not None else None
+    if isinstance(value, int | float):
+        n = len(progress.hosts)
+        text.append_text(literal(f"all_reduce over {n} hosts: bus_gbps {value:.4g}"))
+        text.append("\n")
+    for line in result.failures if result is not None else []:
+        text.append_text(literal(line, style="red"))
+        text.append("\n")
+    return text
 
 
 def _short(label: str) -> str:
