@@ -4,6 +4,7 @@ matrix filling as hosts and pairs finish."""
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich import box
@@ -45,7 +46,7 @@ HEAT_STYLE = {"ok": "on dark_green", "slow": "black on yellow", "bad": "white on
 class _Lines(io.TextIOBase):
     """The qualification's progress lines (those --batch prints) to the screen's log."""
 
-    def __init__(self, say: object) -> None:
+    def __init__(self, say: Callable[[str], None]) -> None:
         self.say, self.buf = say, ""
 
     def write(self, text: str) -> int:
@@ -53,7 +54,7 @@ class _Lines(io.TextIOBase):
         *lines, self.buf = self.buf.split("\n")
         for line in lines:
             if line.strip():
-                self.say(line)  # type: ignore[operator]
+                self.say(line)
         return len(text)
 
 
