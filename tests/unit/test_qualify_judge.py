@@ -308,3 +308,17 @@ def test_stragglers_are_named_by_rank_and_host() -> None:
     assert [s.rank for s in stragglers({r: (h, t[0]) for r, (h, t) in ranks.items()}, STEP)] == [9]
     quiet = {r: (f"node{r // 4}", 1.0 * rng.uniform(0.97, 1.03)) for r in range(16)}
     assert stragglers(quiet, STEP) == []
+
+
+def test_a_host_whose_links_are_a_hundred_times_slower_is_named_on_four_hosts() -> None:
+    # As fleet up 4 measured with node2's veth at 64 Mbit/s: its three links at 0.0077 GB/s,
+    # the others 1.65-2.24. Its own slow links must not widen the band its links are
+    # judged against (they made the band reach below zero: nothing was flagged).
+    fast = iter([1.65, 2.24, 1.9])
+    pairs = {
+        p: [0.0077] * 3 if "node2" in p else [next(fast)] * 3
+        for r in pair_rounds([f"node{i}" for i in range(1, 5)])
+        for p in r
+    }
+    report = judge_links(pairs, BANDWIDTH)
+    assert (report.hosts, report.pairs) == (["node2"], [])

@@ -294,12 +294,20 @@ def judge_links(
         merged[min(a, b), max(a, b)].extend(values)
     finite = {pair: _finite(v) for pair, v in merged.items()}
     members = {pair: median(v) for pair, v in finite.items() if v and len(v) >= repeat}
-    bands = _peer_bands(list(members.values()))
+    # The links of a host that is slow on all of them would widen the peers' band until
+    # nothing falls outside it (a quarter to a half of a small fleet's pairs): the band is
+    # made of the pairs that touch no such suspect.
+    suspects = _slow_hosts(members, rule)
+    reference = {p: m for p, m in members.items() if not suspects & set(p)}
+    if len(reference) <= MIN_PEERS:
+        reference = members
+    bands = _peer_bands(list(reference.values()))
     links = []
     for pair in sorted(finite):
         values = finite[pair]
         dropped = len(merged[pair]) - len(values)
-        judged = _judged(values, dropped, "", "", rule, repeat, bands(members.get(pair)))
+        band = bands(reference.get(pair)) if pair in reference else bands(None)
+        judged = _judged(values, dropped, "", "", rule, repeat, band)
         links.append(LinkVerdict(pair, *judged[:8]))
     # A host is named when it has two links or more and every one of them is slow.
     links_of: Counter[str] = Counter(h for pair in finite for h in pair)
@@ -308,6 +316,22 @@ def judge_links(
     named = set(hosts)
     paths = [v.pair for v in links if v.verdict == "flagged" and not named & set(v.pair)]
     return LinkReport(links, hosts, paths)
+
+
+def _slow_hosts(members: Mapping[tuple[str, str], float], rule: Rule) -> set[str]:
+    """The hosts whose links, every one, lie on the worse side of the other hosts' links:
+    each host's pair medians judged against the other hosts' medians of theirs."""
+    of_host: dict[str, list[float]] = defaultdict(list)
+    for pair, value in members.items():
+        for host in pair:
+            of_host[host].append(value)
+    typical = {h: median(v) for h, v in of_host.items() if len(v) >= 2}
+    bands = _peer_bands(list(typical.values()))
+    return {
+        h
+        for h, mid in typical.items()
+        if _judged(of_host[h], 0, "", "", rule, 2, bands(mid)).verdict == "flagged"
+    }
 
 
 def stragglers(
