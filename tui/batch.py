@@ -215,7 +215,7 @@ def flag_line(record: RunRecord, check: Check) -> str:
 
 
 @contextmanager
-def _signals_set(requested: threading.Event) -> Iterator[None]:
+def signals_set(requested: threading.Event) -> Iterator[None]:
     """While the batch runs, Ctrl-C and SIGTERM only set ``requested``: the main loop
     then cancels the batch (remote work stopped) instead of a KeyboardInterrupt tearing
     through it. Installed before the batch starts, so no moment of a run escapes it."""
@@ -230,7 +230,7 @@ def _signals_set(requested: threading.Event) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-def _drive(batch: Batch, requested: threading.Event, out: TextIO) -> None:
+def drive(batch: Batch, requested: threading.Event, out: TextIO) -> None:
     """Wait for the batch in the main thread; cancel it once a stop is requested."""
     cancelled = False
     while not batch.done:
@@ -273,11 +273,11 @@ def run_batch(args: BatchArgs, out: TextIO = sys.stdout, err: TextIO = sys.stder
         if skipped:
             print(printable(skipped), file=progress)
         requested = threading.Event()
-        with _signals_set(requested):
+        with signals_set(requested):
             batch = session.start(plans)
             found_by = store_options(args.store, args.results_dir)
             batch.subscribe(ProgressPrinter(progress, err, found_by))
-            _drive(batch, requested, progress)
+            drive(batch, requested, progress)
         records = batch.wait()
     finally:
         session.close()

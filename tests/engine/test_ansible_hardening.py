@@ -72,7 +72,7 @@ def _ansible_env_seen(inventory: Path, host: str) -> dict[str, str]:
     that is this machine report it (a local module inherits ansible's environment)."""
     (check,) = hostcheck.preflight(load_inventory(inventory), [host]).values()
     assert check.reachable, check.message
-    res = hostcheck._adhoc(inventory, [host], "ansible.builtin.setup", "gather_subset=min")
+    res = hostcheck.adhoc(inventory, [host], "ansible.builtin.setup", "gather_subset=min")
     return res[host]["ansible_facts"]["ansible_env"]
 
 

@@ -46,7 +46,7 @@ def _vendor(inv: Inventory, host: str) -> str | None:
     return next((g for g in VENDORS if host in inv.group_hosts(g)), None)
 
 
-def _adhoc(inventory: Path, hosts: list[str], module: str, args: str) -> dict[str, dict]:
+def adhoc(inventory: Path, hosts: list[str], module: str, args: str) -> dict[str, dict]:
     """One ad-hoc module run; per host the last result event ("ok", "failed", ...)."""
     results: dict[str, dict] = {}
 
@@ -75,7 +75,7 @@ def _adhoc(inventory: Path, hosts: list[str], module: str, args: str) -> dict[st
 
 def preflight(inv: Inventory, hosts: list[str]) -> dict[str, HostCheck]:
     """setup on every host, then the image state where the host runs containers."""
-    facts = _adhoc(inv.path, hosts, "ansible.builtin.setup", "gather_subset=min,hardware")
+    facts = adhoc(inv.path, hosts, "ansible.builtin.setup", "gather_subset=min,hardware")
     docker = [h for h in hosts if inv.var(h, "fleetperf_executor") == "docker"]
     images: dict[str, str] = {h: "not used (process executor)" for h in hosts if h not in docker}
     by_image: dict[str, list[str]] = {}
@@ -89,7 +89,7 @@ def preflight(inv: Inventory, hosts: list[str]) -> dict[str, HostCheck]:
         elif facts.get(host, {}).get("kind") == "ok":
             by_image.setdefault(name, []).append(host)
     for name, image_hosts in by_image.items():
-        found = _adhoc(
+        found = adhoc(
             inv.path, image_hosts, "ansible.builtin.command", f"docker image inspect {name}"
         )
         for host in image_hosts:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from tui.batch import _drive, _signals_set
+from tui.batch import drive, signals_set
 from tui.catalog import catalog
 from tui.catalog.suites import load_suite
 from tui.core.errors import InventoryError, UsageError, UserInputError
@@ -99,7 +99,7 @@ def boot_ids(session: Session, hosts: list[str]) -> dict[str, str]:
     """Each host's boot id (/proc/sys/kernel/random/boot_id): one ad-hoc read over the
     hosts' own connection. InventoryError naming the first host that did not answer."""
     inv = session.read_inventory()
-    found = hostcheck._adhoc(
+    found = hostcheck.adhoc(
         inv.path, hosts, "ansible.builtin.slurp", "src=/proc/sys/kernel/random/boot_id"
     )
     ids = {}
@@ -243,7 +243,7 @@ class Qualification:
                     done(ended[key], run.plan)
 
         batch.subscribe(finished)
-        _drive(batch, self.requested, self.out)
+        drive(batch, self.requested, self.out)
         batch.wait()
         if self.requested.is_set():
             self.measured.stopped = True
@@ -404,7 +404,7 @@ def run_qualify(args: QualifyArgs, out: TextIO = sys.stdout, err: TextIO = sys.s
             flush=True,
         )
         begun = time.monotonic()
-        with _signals_set(qual.requested):
+        with signals_set(qual.requested):
             measured = qual.run(one_at_a_time)
         if measured.refused:
             print(printable(f"fleetperf qualify: error: {measured.refused}"), file=err)
