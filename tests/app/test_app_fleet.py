@@ -231,6 +231,7 @@ def test_a_qualification_of_this_machine_from_the_app(tmp_path: Path) -> None:
             summary = screen.query_one("#fleet-summary", Label)
             await wait_for(pilot, lambda: "judged" in plain(summary), timeout=600)
             assert plain(summary).startswith("judged: 1 hosts")
+            assert screen.progress.done_hosts == {"localhost"}  # told live (on_done)
             assert "inconclusive" in plain(screen.query_one("#fleet-table", Static), width=300)
 
     run(scenario())

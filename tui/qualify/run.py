@@ -138,6 +138,10 @@ class Qualification:
             raise UsageError(f"--set {unused[0]}: no case of the qualification takes it")
         self.measured = Measured()
         self.requested = threading.Event()
+        # Called as on_done("host" | "pair" | "allreduce", hosts) once a host's, a pair's or
+        # the all_reduce's runs have ended and been folded into ``measured`` (the app's
+        # Fleet view redraws from it); on the engine's thread.
+        self.on_done: Callable[[str, tuple[str, ...]], None] | None = None
 
     # -- planning ----------------------------------------------------------------------
 
@@ -192,15 +196,16 @@ class Qualification:
         per_host = [self._plans(self.host_specs, h, repeat) for h in hosts]
         groups = per_host if one_at_a_time else [_interleave(per_host)]
         for plans in groups:
-            self._run(plans, self._host_done)
+            self._run(plans, self._host_done, "host")
         if self.link_specs:
             for pairs in pair_rounds(self.hosts):
                 per_pair = [self._plans(self.link_specs, pair, repeat) for pair in pairs]
                 for plans in per_pair if one_at_a_time else [_interleave(per_pair)]:
-                    self._run(plans, self._pair_done)
+                    self._run(plans, self._pair_done, "pair")
             allreduce = self._allreduce_spec()
             if allreduce is not None and len(self.hosts) > 2:
-                self._run(self._plans([allreduce], self.hosts, 1), self._allreduce_done)
+                plans = self._plans([allreduce], self.hosts, 1)
+                self._run(plans, self._allreduce_done, "allreduce")
         return self.measured
 
     def _allreduce_spec(self) -> catalog.RunSpec | None:
@@ -212,7 +217,10 @@ class Qualification:
         return spec.model_copy(update={"config": config})
 
     def _run(
-        self, plans: list[RunPlan], done: Callable[[list[RunRecord | None], RunPlan], None]
+        self,
+        plans: list[RunPlan],
+        done: Callable[[list[RunRecord | None], RunPlan], None],
+        kind: str,
     ) -> None:
         """One batch of ``plans``; ``done`` with a host's (or pair's) records once all its
         runs have ended, in the order they end."""
@@ -241,6 +249,8 @@ class Qualification:
                 left[key] -= 1
                 if left[key] == 0 and not self.measured.refused:
                     done(ended[key], run.plan)
+                    if self.on_done is not None:
+                        self.on_done(kind, key)
 
         batch.subscribe(finished)
         drive(batch, self.requested, self.out)

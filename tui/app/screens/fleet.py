@@ -180,7 +180,7 @@ class FleetScreen(Screen[None]):
                 progress.done(kind, done_hosts, qual.judged())
                 self.app.call_from_thread(self.show, progress)
 
-            qual.on_done = done  # type: ignore[attr-defined]  # asked of Part C (issue 42)
+            qual.on_done = done
             self.qual = qual
             self.app.qualifying = qual.requested
             self.app.call_from_thread(self.show, progress)
