@@ -568,7 +568,7 @@ def _prune(session: Session, records: list[RunRecord]) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from tui.results import report
+    from tui.results import qualifications, report
 
     since = None
     if args.since:
@@ -589,7 +589,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             session.open_store(create=False)
             records = session.runs()
             where = session.store.where
-            qualification = report.latest_qualification(session.store_at)
+            qualification = qualifications.latest(session.store_at)
         finally:
             session.close()
     unknown = [c for c in args.case if c not in {r.case for r in records}]

@@ -19,7 +19,7 @@ from tui.core import paths
 from tui.qualify.judge import Rule, Sample, judge, judge_links
 from tui.qualify.output import Result
 from tui.qualify.schedule import pair_rounds
-from tui.results import report
+from tui.results import qualifications
 
 HOSTS = ["node1", "node2", "node3", "node4"]
 GEMM = "base-computation CPUx1x1 gemm_tflops"
@@ -235,5 +235,5 @@ def test_a_qualification_of_this_machine_from_the_app(tmp_path: Path) -> None:
             assert "inconclusive" in plain(screen.query_one("#fleet-table", Static), width=300)
 
     run(scenario())
-    rows = report.latest_qualification(str(tmp_path / "results" / "fleetperf.sqlite"))
+    rows = qualifications.latest(str(tmp_path / "results" / "fleetperf.sqlite"))
     assert rows and {r["host"] for r in rows} == {"localhost"}

@@ -19,6 +19,7 @@ from tui.qualify import keep, output
 from tui.qualify.judge import Rule, Sample, judge
 from tui.qualify.rules import suite_rules
 from tui.qualify.run import covariates, shared_machines
+from tui.results import qualifications
 from tui.results.record import RunRecord
 from tui.results.storedb import Target, open_engine
 
@@ -94,7 +95,7 @@ def test_verdicts_are_kept_and_a_host_is_shown_against_its_own_past(tmp_path: Pa
     quiet = {h: [1.0, 1.01, 0.99] for h in ("node1", "node2", "node4")}
     keep.save(store, "2026-11-01T00:00:00Z", _result({**quiet, "node3": [1.0, 1.02, 0.98]}))
     keep.save(store, "2026-11-29T00:00:00Z", _result(SICK))
-    rows = keep.history(store, "node3")
+    rows = qualifications.history(store, "node3")
     assert [(r["started"], r["verdict"]) for r in rows] == [
         ("2026-11-01T00:00:00Z", "ok"),
         ("2026-11-29T00:00:00Z", "flagged"),

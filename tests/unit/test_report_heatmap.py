@@ -11,7 +11,7 @@ from tui.qualify import keep
 from tui.qualify.judge import Rule, Sample, judge
 from tui.qualify.output import Result
 from tui.qualify.schedule import pair_rounds
-from tui.results import report
+from tui.results import qualifications, report
 from tui.results.record import RunRecord
 from tui.results.store import ResultStore
 
@@ -69,7 +69,7 @@ def test_the_report_shows_the_newest_qualification(tmp_path: Path) -> None:
 def test_no_qualification_no_section(tmp_path: Path) -> None:
     with ResultStore(tmp_path / "fleetperf.sqlite") as store:
         store.add(link_record(0, "node1", "node2", 10.0))
-    assert report.latest_qualification(str(tmp_path / "fleetperf.sqlite")) == []
+    assert qualifications.latest(str(tmp_path / "fleetperf.sqlite")) == []
     out = tmp_path / "r.html"
     assert main(["report", "--results", str(tmp_path), "-o", str(out)]) == 0
     assert "Qualification" not in out.read_text(encoding="utf-8")

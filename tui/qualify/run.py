@@ -32,6 +32,7 @@ from tui.qualify import keep, output
 from tui.qualify.judge import Rule, Sample, judge, judge_links
 from tui.qualify.rules import suite_rules
 from tui.qualify.schedule import pair_rounds
+from tui.results import qualifications
 from tui.results.record import RunRecord, now_utc_iso
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_FLAGGED = 0, 1, 2, 3
@@ -441,7 +442,7 @@ def show_history(
     its latest medians against its own past."""
     store_at = args.store or Session(args.inventory, args.results_dir, args.data_root).store_at
     try:
-        rows = keep.history(store_at, host)
+        rows = qualifications.history(store_at, host)
     except UserInputError as exc:
         print(printable(f"fleetperf qualify: error: {exc}"), file=err)
         return EXIT_BAD_INPUT

@@ -21,14 +21,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-import sqlalchemy as sa
 from harness.metrics import Metric
 
 from tui.catalog import catalog
 from tui.core import safefile
-from tui.core.errors import CatalogError, StoreError
+from tui.core.errors import CatalogError
 from tui.core.text import html_text
-from tui.results import monitoring, storedb
+from tui.results import monitoring
 from tui.results.record import RunRecord, is_run_id
 from tui.results.references import Reference, comparable_key, history_band
 from tui.results.tables import capped, case_table, format_fix_hp
@@ -634,7 +633,7 @@ def render(
 ) -> str:
     """The page: ``records`` are every run of the cases to show (history needs the runs
     before ``since``); the page shows runs started at or after ``since``, after the newest
-    qualification's verdicts and link heat maps (``latest_qualification``'s rows) if any."""
+    qualification's verdicts and link heat maps (``qualifications.latest``'s rows) if any."""
     by_case: dict[str, list[RunRecord]] = {}
     for r in sorted(records, key=lambda r: (r.started, r.run_id)):
         by_case.setdefault(r.case, []).append(r)
@@ -678,34 +677,6 @@ def heat_class(ratio: float | None) -> str:
     if ratio is None or not math.isfinite(ratio):
         return "none"
     return next((name for edge, name in HEAT_EDGES if ratio >= edge), "bad")
-
-
-def latest_qualification(store_at: str) -> list[dict]:
-    """The verdict rows of the store's newest qualification (none: [])."""
-    target = storedb.Target(store_at)
-    table = storedb.qualifications
-    engine = storedb.open_engine(target)
-    try:
-        with engine.connect() as conn:
-            if not sa.inspect(conn).has_table(table.name):  # a store older than schema v11
-                return []
-            newest = conn.execute(sa.select(sa.func.max(table.c.started))).scalar()
-            if newest is None:
-                return []
-            rows = conn.execute(
-                sa.select(table)
-                .where(table.c.started == newest)
-                .order_by(table.c.metric, table.c.host, table.c.device)
-            )
-            found = [dict(row._mapping) for row in rows]
-    except sa.exc.DBAPIError as exc:
-        raise StoreError(f"{target.shown}: {storedb.reason(exc, target)}") from None
-    finally:
-        engine.dispose()
-    for row in found:
-        ids = json.loads(row["batch_ids"])
-        row["batch_ids"] = [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
-    return found
 
 
 def link_medians(records: Sequence[RunRecord]) -> dict[str, dict[frozenset[str], float]]:
