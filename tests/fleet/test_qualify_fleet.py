@@ -27,6 +27,13 @@ pytestmark = [
     pytest.mark.skipif(testhosts.available() is not None, reason=str(testhosts.available())),
     pytest.mark.slow,  # a qualification of four SSH hosts: minutes
     pytest.mark.xdist_group("qualify_fleet"),  # one fleet for the module
+    # A qualification judges what other processes used during each run (busy: inconclusive,
+    # never flagged). Beside the suite's other worker every sample is busy, so these run
+    # where nothing else does: FLEETPERF_QUIET_MACHINE=1 (docs/qualify.md).
+    pytest.mark.skipif(
+        os.environ.get("FLEETPERF_QUIET_MACHINE") != "1",
+        reason="needs a quiet machine: FLEETPERF_QUIET_MACHINE=1",
+    ),
 ]
 PRIORITY = 65536  # cpu.shares of each host's group: 64 times a process group's
 CPU = ("--case", "base-computation/CPUx1x1", "--set", "iterations=200")
@@ -102,11 +109,6 @@ def test_untouched_then_one_slow_cpu(fleet4: Path, tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.xfail(
-    reason="judge_links: a slow pair's peers hold the same host's other slow links, whose"
-    " spread widens the band past zero (docs/benchmarks.md, qualify on fleet up 4)",
-    strict=False,
-)
 def test_a_slow_link_names_that_hosts_links_not_its_cpu(fleet4: Path, tmp_path: Path) -> None:
     _hosts(fleet4, {}, link={"node2": "64mbit"})
     out = _qualify(fleet4, tmp_path / "r", *CPU, *LINK, "--repeat", "2", "--budget", "120")
