@@ -458,3 +458,29 @@ def test_the_seeds_table_scrolls_sideways_from_the_keyboard(tmp_path: Path) -> N
             await wait_for(pilot, lambda: seeds.scroll_x > 0)
 
     run(scenario())
+
+
+def test_smoke_and_capped_runs_say_so_beside_their_status(tmp_path: Path) -> None:
+    """Issue 41 point 3: a smoke run and a max_samples run read as plain 'passed' here."""
+    records = history()
+    records[-2] = records[-2].model_copy(update={"smoke": True})
+    records[-1] = records[-1].model_copy(update={"fix_hp": {"max_samples": 256}})
+    with ResultStore(tmp_path / "results" / "fleetperf.sqlite") as store:
+        for record in records:
+            store.add(record)
+    statuses = {}
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            _, table = await results_read(pilot, app, runs=len(records))
+            status = next(
+                i for i, c in enumerate(table.ordered_columns) if "status" in str(c.label)
+            )
+            for key in table.rows:
+                statuses[str(key.value)] = str(table.get_row(key)[status])
+
+    run(scenario())
+    assert statuses[records[-2].run_id] == "passed smoke"
+    assert statuses[records[-1].run_id] == "passed capped"
+    assert statuses[records[0].run_id] == "passed"

@@ -45,7 +45,14 @@ from tui.core.errors import StoreError, UserInputError
 from tui.results.compare import compare, metric_label
 from tui.results.record import RunRecord
 from tui.results.report import fmt_band
-from tui.results.tables import FORMATS, config_env_text, export_text, peak_text, short_id
+from tui.results.tables import (
+    FORMATS,
+    capped,
+    config_env_text,
+    export_text,
+    peak_text,
+    short_id,
+)
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
@@ -494,8 +501,11 @@ class ExportScreen(ModalScreen[tuple[str, Path] | None]):
 
 
 def _status(record: RunRecord) -> Text:
-    """The status, and the metrics the run's verdict flagged (docs/references.md)."""
+    """The status, smoke or capped where the run was cut short (issue 41: not a full run),
+    and the metrics the run's verdict flagged (docs/references.md)."""
     text = literal(record.status)
+    if record.smoke or capped(record):
+        text.append(" smoke" if record.smoke else " capped", style="dim")
     flagged = record.verdict.flagged if record.verdict else []
     if flagged:
         text.append(f" ! {', '.join(c.metric for c in flagged)}", style="bold red")
