@@ -37,6 +37,7 @@ LEAVES = {
     ("fleet", "degrade"): ["node1"],
     ("fleet", "restore"): ["node1"],
     ("provision",): [],
+    ("qualify",): [],
     ("images", "tag"): ["cpu"],
     ("images", "context"): ["cpu", "d"],
     ("images", "build"): ["cpu"],
