@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import secrets
 
+from tui.qualify import output
 from tui.qualify.output import Result
 from tui.results import qualifications
 
@@ -13,25 +14,11 @@ from tui.results import qualifications
 def save(store_at: str, started: str, result: Result) -> str:
     """Keep ``result``'s verdicts; its qualification id."""
     qid = f"{started.replace(':', '').replace('-', '')}-qualify-{secrets.token_hex(4)}"
+    kept = {"qualification_id": qid, "started": started, "grp": result.group}
+    kept["batch_ids"] = result.batch_ids
     rows = [
-        {
-            "qualification_id": qid,
-            "host": v.host,
-            "device": "" if v.device is None else str(v.device),
-            "metric": v.metric,
-            "started": started,
-            "grp": result.group,
-            "n": v.n,
-            "median": v.median,
-            "lo": v.lo,
-            "hi": v.hi,
-            "peer_median": v.peer_median,
-            "ratio": v.ratio,
-            "verdict": v.verdict,
-            "reason": v.reason,
-            "batch_ids": result.batch_ids,
-        }
-        for v in result.verdicts
+        {**row, **kept, "device": "" if row["device"] is None else str(row["device"])}
+        for row in output.rows(result)
     ]
     qualifications.save(rows, store_at)
     return qid
