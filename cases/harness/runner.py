@@ -42,7 +42,6 @@ from harness.dist import (
     init_distributed,
     reduce_memory,
     reduce_totals,
-    shutdown_distributed,
     sum_counted,
 )
 from harness.energy import open_meter
@@ -448,7 +447,10 @@ class Run:
         energy = self.energy.total(all_reduce)
         memory = reduce_memory(*self.memory.peak_gib())
         allocator = reduce_memory(self.memory.allocator_gib(), None)[0]
-        shutdown_distributed()
+        # The process group stays up until run_case's os._exit. Destroyed here, it would be
+        # freed with the last DDP reducer holding it, when main() returns: that joins gloo's
+        # threads under the GIL while one waits for the GIL to free a tensor, and the rank
+        # hangs after its result (seen under load on 2 cores: tests/unit/test_harness_sdk.py).
         if not self.env.is_global_zero:
             return
         finite = self.loss is not None and math.isfinite(self.loss)

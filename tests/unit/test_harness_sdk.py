@@ -449,3 +449,40 @@ def test_prepare_main_one_error_style_and_manifest(tmp_path: Path) -> None:
         assert bad.stderr.startswith("error: ") and says in bad.stderr
         assert bad.stderr.count("\n") == 1
         assert not (tmp_path / "o3" / "fleetperf-data.json").exists()
+
+
+# Two data-parallel ranks, DDP made by run.data_parallel and dropped when main() returns.
+# The group must still be up after finish: destroyed there, the reducer's release joins
+# gloo's threads under the GIL and a rank can hang after its result (seen on 2 cores).
+DDP_RUN_PY = """\
+import sys
+import harness, torch
+import torch.distributed as dist
+
+
+def main(run):
+    torch.manual_seed(0)
+    ddp = run.data_parallel(torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    batches = [torch.randn(run.hp.train_batch_size, 8) for _ in range(8)]
+    for x in run.train(batches):
+        with run.step(len(x)) as step:
+            step.loss = ddp(x).pow(2).mean()
+            run.optimize(step.loss, opt)
+    run.finish(harness.ModelFlops(0.0, 0.0, "none"))
+    run.config_path.with_name(f"rank{run.env.rank}").write_text(str(dist.is_initialized()))
+
+
+if __name__ == "__main__":
+    sys.exit(harness.run_case(__file__, main))
+"""
+
+
+@pytest.mark.slow
+def test_the_process_group_outlives_finish(tp_case: Path, tmp_path: Path) -> None:
+    (tp_case / "run.py").write_text(DDP_RUN_PY)
+    run_dir = tmp_path / "ddp"
+    _config(run_dir, _hp())
+    events = _launch(tp_case, run_dir, nproc=2)
+    assert events[-1]["kind"] == "result" and events[-1]["status"] == "passed", events[-1]
+    assert [(run_dir / f"rank{r}").read_text() for r in (0, 1)] == ["True", "True"]
