@@ -7,11 +7,19 @@ or its descendants, the top three of them by name, and the host's CPU count. A p
 that started and ended inside the window counts through the parent that reaped it; one
 reaped by a process this host does not show (another pid namespace) is not seen. Processes
 of other containers are not visible in a container's /proc: they are not counted.
+
+fleetperf's own machinery is not other work either (``own``): the controller's modules on
+the host (``AnsiballZ_fleetperf_*``), the non-interactive SSH sessions they run in (whose
+reaped children's CPU lands on them), and, where the controller shares the machine, the
+controller (``-m tui.cli`` or ``fleetperf``), its descendants (ansible-playbook, ssh) and
+Ansible's SSH connection masters. Its CPU is reported apart (``fleetperf_cpu_s``): on hosts
+that share one machine, counted as other work it made almost every short run busy.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +29,39 @@ _NAME_CHARS = 64
 
 # (pid, start time in ticks): a pid reused within the window is another process.
 _Key = tuple[int, int]
+# An SSH session without a terminal, as sshd titles it: Ansible's connection, scp, sftp.
+_SSH_NOTTY = re.compile(r"sshd(-session)?: \S+@notty")
+_MUX_DIRS = ("/.ansible/cp/", "/fleetperf-cp-")  # Ansible's ControlPath dirs, fleetperf's
+
+
+def fleetperf_own(argv: list[str]) -> bool:
+    """Whether a process with command line ``argv`` is fleetperf's own machinery (the
+    module docstring says which); a command line can be forged, which only makes a
+    neighbour look quiet to a run that then measures it: the numbers show it."""
+    if not argv:
+        return False
+    if any(os.path.basename(a).startswith("AnsiballZ_fleetperf_") for a in argv[:3]):
+        return True
+    if _SSH_NOTTY.fullmatch(argv[0].strip()):
+        return True
+    if os.path.basename(argv[0]) == "ssh" and "[mux]" in argv[-1]:
+        return any(d in a for a in argv for d in _MUX_DIRS)
+    return _controller(argv)
+
+
+def _controller(argv: list[str]) -> bool:
+    """The fleetperf controller: ``python -m tui.cli ...`` or the ``fleetperf`` script."""
+    if "tui.cli" in argv[1:3] and "-m" in argv[:2]:
+        return True
+    return any(os.path.basename(a) == "fleetperf" for a in argv[:2])
+
+
+def _argv(proc: Path, pid: int) -> list[str]:
+    try:
+        raw = (proc / str(pid) / "cmdline").read_bytes()
+    except OSError:  # ended, or not ours to read
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
 
 
 def _read(proc: Path) -> dict[_Key, tuple[int, str, int]]:
@@ -90,34 +131,73 @@ class ProcWindow:
         self._t0 = clock()
         self._start = _read(proc)
         self._ours = _tree(self._start, root)
+        self._own: set[_Key] = set()  # fleetperf's own, by command line
+        self._controllers: dict[_Key, bool] = {}  # ancestors asked whether a controller
 
     def figures(self) -> dict[str, object]:
-        """The window so far: ``others_cpu_s``, ``window_s``, ``host_cpus`` and ``others``
-        (up to TOP of {pid, name, cpu_s}, most first): the sys event's window fields."""
+        """The window so far: ``others_cpu_s``, ``fleetperf_cpu_s``, ``window_s``,
+        ``host_cpus`` and ``others`` (up to TOP of {pid, name, cpu_s}, most first): the sys
+        event's window fields."""
         now, t = _read(self.proc), self.clock()
         ours = self._ours | _tree(now, self.root)
         before = self._start
+        cap = max(t - self._t0, 0.0) * (os.cpu_count() or 1) * self._tick  # what a window holds
         used: dict[_Key, int] = {
-            key: ticks - (before[key][2] if key in before else 0)
+            key: min(ticks - (before[key][2] if key in before else 0), int(cap))
             for key, (_, _, ticks) in now.items()
             if key not in ours
         }
-        total = sum(used.values())
+        own = self._own_keys(now, {k for k, v in used.items() if v > 0})
+        totals = {False: 0, True: 0}  # by fleetperf_own
+        for key, ticks in used.items():
+            totals[key in own] += ticks
         # A process gone since the start: its last figures moved to the parent that reaped
         # it, counted above; what it had used before the window is not the window's.
-        parents = {key[0] for key in now if key not in ours}
+        parents = {key[0]: key in own for key in now if key not in ours}
         for key, (ppid, _, ticks) in before.items():
             if key not in now and key not in ours and ppid in parents:
-                total -= ticks
-        top = sorted((k for k in used if used[k] > 0), key=lambda k: -used[k])[:TOP]
+                totals[parents[ppid]] -= ticks
+        others = {k: v for k, v in used.items() if v > 0 and k not in own}
+        top = sorted(others, key=lambda k: -others[k])[:TOP]
         return {
-            "others_cpu_s": max(total, 0) / self._tick,
+            "others_cpu_s": max(totals[False], 0) / self._tick,
+            "fleetperf_cpu_s": max(totals[True], 0) / self._tick,
             "window_s": t - self._t0,
             "host_cpus": os.cpu_count() or 1,
             "others": [
-                {"pid": k[0], "name": now[k][1], "cpu_s": used[k] / self._tick} for k in top
+                {"pid": k[0], "name": now[k][1], "cpu_s": others[k] / self._tick} for k in top
             ],
         }
+
+    def _own_keys(self, now: dict[_Key, tuple[int, str, int]], keys: set[_Key]) -> set[_Key]:
+        """Those of ``keys`` (processes that used CPU in the window) that are fleetperf's own
+        or the controller's descendants. A yes is kept for the process's life; a no is asked
+        again (a process just forked may not have exec'd or titled itself yet)."""
+        by_pid = {key[0]: key for key in now}
+        found = set()
+        for key in keys:
+            if key not in self._own and fleetperf_own(_argv(self.proc, key[0])):
+                self._own.add(key)
+            if key in self._own or any(self._controller(a) for a in _ancestors(now, by_pid, key)):
+                found.add(key)
+        self._own &= now.keys()  # forget the ended: a long run's window must not grow
+        self._controllers = {k: v for k, v in self._controllers.items() if k in now}
+        return found
+
+    def _controller(self, key: _Key) -> bool:
+        if key not in self._controllers:
+            self._controllers[key] = _controller(_argv(self.proc, key[0]))
+        return self._controllers[key]
+
+
+def _ancestors(
+    now: dict[_Key, tuple[int, str, int]], by_pid: dict[int, _Key], key: _Key
+) -> list[_Key]:
+    found: list[_Key] = []
+    while (parent := by_pid.get(now[key][0])) is not None and parent not in found:
+        found.append(parent)
+        key = parent
+    return found
 
 
 def cpu_freq_mhz(root: Path = Path("/sys/devices/system/cpu")) -> float | None:

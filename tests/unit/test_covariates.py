@@ -139,6 +139,67 @@ def test_the_runs_own_processes_are_not_others() -> None:
     assert _summary(figures)["busy"] is None
 
 
+# fleetperf's own machinery beside the run, each spinning as the others' neighbours do: a
+# module of the controller on the host, a non-interactive SSH session whose child ended in
+# the window (its CPU reaped onto the session), the controller itself (``python -m tui.cli``
+# from a package of that name) and a child of the controller; and an interactive session,
+# which is someone's work.
+def _own_window(tmp_path: Path, interactive: bool) -> dict:
+    """The run's window beside fleetperf's own processes (and an interactive session)."""
+    module = tmp_path / "AnsiballZ_fleetperf_tail.py"
+    module.write_text(SPIN)
+    (tmp_path / "tui").mkdir()
+    (tmp_path / "tui" / "__init__.py").write_text("")
+    child = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {SPIN!r}])\n"
+    (tmp_path / "tui" / "cli.py").write_text(child + SPIN)  # a controller and its child
+    python = sys.executable  # the session's own is its title (exec -a)
+    # It spins 1.2 s in a child it reaps inside the window, then sleeps: the CPU is on it.
+    session = (
+        "import subprocess, time\n"
+        f"p = subprocess.Popen([{python!r}, '-c', {SPIN!r}]); time.sleep(1.2); p.kill()\n"
+        "p.wait(); time.sleep(10)\n"
+    )
+    title = "sshd: root@pts/0" if interactive else "sshd: root@notty"
+    neighbours = [["bash", "-c", f'exec -a "{title}" {python} -c "$0"', session]]
+    if not interactive:  # alone, so that its reaped child has the CPU it asks for
+        neighbours += [[python, str(module)], [python, "-m", "tui.cli"]]
+    run = RUN.format(harness=HARNESS, spin=SPIN)
+    driver = (
+        "import json, subprocess, sys, time\n"
+        f"n = [subprocess.Popen(a, cwd={str(tmp_path)!r}) for a in {neighbours!r}]\n"
+        "time.sleep(0.3)\n"  # started and titled before the run's window opens
+        f"run = subprocess.run([sys.executable, '-c', {run!r}, 'own-machinery'],"
+        " capture_output=True, text=True, timeout=60)\n"
+        "sys.stdout.write(run.stdout); sys.stderr.write(run.stderr)\n"
+    )
+    done = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", driver],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@needs_namespace
+def test_fleetperfs_own_machinery_is_not_other_work(tmp_path: Path) -> None:
+    figures = _own_window(tmp_path, interactive=False)
+    # Four spinners in the window, all fleetperf's: counted apart, and quiet.
+    assert figures["fleetperf_cpu_s"] > 0.5, figures
+    assert not [p for p in figures["others"] if p["name"] == "fp-spinner"], figures
+    assert figures["others_cpu_s"] / figures["window_s"] / figures["host_cpus"] < BUSY_FRACTION
+    assert _summary(figures)["busy"] is None
+
+
+@needs_namespace
+def test_an_interactive_sessions_work_is_other_work(tmp_path: Path) -> None:
+    figures = _own_window(tmp_path, interactive=True)
+    # The session's child spun into the window and was reaped onto the session: others'.
+    assert figures["others_cpu_s"] > 0.3, figures
+    assert _summary(figures)["busy"] is not None
+
+
 def test_the_run_root_is_the_furthest_ancestor_that_names_the_run_dir(tmp_path: Path) -> None:
     """The launch's supervisor and torchrun name the run directory on their command line;
     the workload's process finds the topmost of them: the run's process tree."""

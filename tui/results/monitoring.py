@@ -105,6 +105,7 @@ class _Window:
     seconds: float
     cpus: int
     top: tuple[dict[str, Any], ...]
+    fleetperf_cpu_s: float | None  # fleetperf's own machinery, not in cpu_s (older: None)
 
 
 @dataclass
@@ -249,7 +250,9 @@ def _add_window(host: _Host, ev: SysSample) -> None:
     if cpu_s is None or seconds is None or cpus is None or cpu_s < 0 or seconds < 0:
         return
     if 1 <= cpus <= _MAX_CPUS and (host.window is None or ev.t >= host.window.t):
-        host.window = _Window(ev.t, cpu_s, seconds, int(cpus), ev.others)
+        own = v.get("fleetperf_cpu_s")
+        own = own if own is not None and own >= 0 else None
+        host.window = _Window(ev.t, cpu_s, seconds, int(cpus), ev.others, own)
 
 
 def _window_summary(window: _Window | None) -> dict[str, Any] | None:
@@ -263,6 +266,7 @@ def _window_summary(window: _Window | None) -> dict[str, Any] | None:
         "cores": cores,
         "fraction": cores / window.cpus,
         "top": [dict(p) for p in window.top],
+        "fleetperf_cpu_s": window.fleetperf_cpu_s,
     }
 
 
