@@ -76,7 +76,8 @@ def test_launch_watch_and_find_the_result(tmp_path: Path) -> None:
             await wait_for(pilot, lambda: bool(app.screen.query("#history")))
             history = app.screen.query_one("#history", DataTable)
             await wait_for(pilot, lambda: handle.run_id in history.rows, 60)
-            assert str(history.get_cell(handle.run_id, "status")) == "passed capped"  # --set max_samples caps it
+            status = str(history.get_cell(handle.run_id, "status"))
+            assert status == "passed capped"  # --set max_samples caps the run
             await pilot.press("ctrl+q")  # nothing runs: no question
         assert app.return_code == 0
 
