@@ -568,6 +568,7 @@ def _prune(session: Session, records: list[RunRecord]) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from tui.qualify import links as qualify_links
     from tui.results import qualifications, report
 
     since = None
@@ -597,8 +598,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"--case {unknown[0]!r}: no runs of it in {where}")
     if args.case:
         records = [r for r in records if r.case in args.case]
+    links = qualify_links.judged(qualification, records)  # as fleetperf qualify judged them
     try:
-        page = report.render(records, _results_dir(args), since, qualification=qualification)
+        page = report.render(
+            records, _results_dir(args), since, qualification=qualification, links=links
+        )
         report.write_report(args.output, page)
     except OSError as exc:
         raise UsageError(f"-o {args.output}: {exc.strerror}") from None
@@ -680,7 +684,7 @@ def cmd_new_case(args: argparse.Namespace) -> int:
 
 
 def cmd_fleet(args: argparse.Namespace) -> int:
-    """Local SSH hosts (tui/localfleet/fleet.py): ``up N [--slurm]``, ``down``; the test
+    """Local SSH hosts (tui/localfleet/): ``up N [--slurm]``, ``down``; the test
     tools ``degrade HOST [--cpu FRACTION] [--link-rate RATE]``, ``restore HOST``."""
     if args.action in ("degrade", "restore"):
         cpu, rate = getattr(args, "cpu", None), getattr(args, "link_rate", None)  # degrade's

@@ -3,7 +3,8 @@
 Per case: the seeds' table (the newest passed run of each config and hyperparameters),
 throughput per config across vendors with the configs' references drawn, every metric's
 history per comparable series with its band (tui/results/references.py's rule) and the points
-the runs' verdicts flagged, and the newest run's loss curve from its ``events.jsonl``.
+the runs' verdicts flagged, and the newest run's loss curve from its ``events.jsonl``;
+above them the newest qualification (report_qualify.py).
 
 Charts are SVG written here: no plotting library, no script, nothing fetched, so the page
 opens offline anywhere and stays small (docs/references.md says why). Every string from a
@@ -17,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -27,7 +28,8 @@ from tui.catalog import catalog
 from tui.core import safefile
 from tui.core.errors import CatalogError
 from tui.core.text import html_text
-from tui.results import monitoring
+from tui.results import monitoring, report_qualify
+from tui.results.htmltable import breakable, html_table
 from tui.results.record import RunRecord, is_run_id
 from tui.results.references import Reference, comparable_key, history_band
 from tui.results.tables import capped, case_table, format_fix_hp
@@ -80,8 +82,6 @@ svg{display:block;margin:.3em 0 1em} svg text{font-size:11px;fill:#333}
 .bound{stroke:#b00;stroke-dasharray:4 3;fill:none} .line{stroke:#4a90d9;fill:none}
 .pt{fill:#4a90d9} .flagged{fill:#d00} .bar{fill:#4a90d9} .ref{stroke:#b00;stroke-width:2}
 .refband{fill:#b00;opacity:.12} .loss{stroke:#2a7;fill:none;stroke-width:1.5}
-.heat td{text-align:right} .heat-ok{background:#cfc} .heat-slow{background:#fe8}
-.heat-bad{background:#f99} .heat-none{color:#999}
 """
 
 
@@ -450,20 +450,6 @@ def series_titles(groups: dict[tuple, list[RunRecord]]) -> dict[tuple, str]:
 # -- the page -------------------------------------------------------------------------
 
 
-def _breakable(text: str) -> str:
-    """``text`` escaped, a line break allowed after each comma: a long fix_hp (no spaces)
-    wraps within the page."""
-    return _e(text).replace(",", ",<wbr>")
-
-
-def _html_table(header: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{_breakable(c)}</td>" for c in row) + "</tr>" for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
 def short_of_full(run: RunRecord) -> str:
     """Why a passed run is not a config's full, judged run ('' when it is): a smoke run,
     a capped one, one not judged (--no-judge)."""
@@ -506,7 +492,7 @@ def _case_section(
     if newest:
         header, rows, legend = case_table(newest, ids=True)
         yield "<h3>The seeds' table (newest passed run per config and hyperparameters)</h3>"
-        yield _html_table(header, rows) + (f'<p class="note">{_e(legend)}</p>' if legend else "")
+        yield html_table(header, rows) + (f'<p class="note">{_e(legend)}</p>' if legend else "")
         short = [
             f"{r.vendor}/{r.config}: run {r.run_id} is {why}, the only kind of run it has"
             for r in newest
@@ -536,7 +522,7 @@ def _case_section(
         window = [r for r in runs if r.run_id in shown_ids]
         if not window:
             continue
-        yield f"<h4>{_breakable(titles[key])}</h4>"
+        yield f"<h4>{breakable(titles[key])}</h4>"
         if len(window) < 2:  # one point is no history: its figures are in the table above
             yield '<p class="note">one run shown: a history chart needs two</p>'
             continue
@@ -573,8 +559,8 @@ def _monitoring_tables(run: RunRecord) -> Iterator[str]:
         yield '<p class="note">no sys sample in this run</p>'
         return
     yield f'<p class="note">{_e(monitoring.sampled(summary))}</p>'
-    yield _html_table(monitoring.ENERGY_HEADER, monitoring.energy_table(summary))
-    yield _html_table(monitoring.MONITORING_HEADER, monitoring.monitoring_table(summary))
+    yield html_table(monitoring.ENERGY_HEADER, monitoring.energy_table(summary))
+    yield html_table(monitoring.MONITORING_HEADER, monitoring.monitoring_table(summary))
     notes = [
         f"{monitoring.UNKNOWN}: not given by the hardware; empty: does not apply.",
         *summary["notes"],
@@ -605,7 +591,7 @@ def _references_table(
             )
     if rows:
         yield "<h3>References (judged only on their device, with their hyperparameters)</h3>"
-        yield _html_table(["config", "metric", "value", "band", "device", "hp", "source"], rows)
+        yield html_table(["config", "metric", "value", "band", "device", "hp", "source"], rows)
     flagged = [
         [
             r.run_id,
@@ -621,7 +607,7 @@ def _references_table(
     ]
     if flagged:
         yield '<h3 class="flag">Flagged in the newest runs</h3>'
-        yield _html_table(["run", "config", "metric", "value", "band", "band from"], flagged)
+        yield html_table(["run", "config", "metric", "value", "band", "band from"], flagged)
 
 
 def render(
@@ -630,22 +616,24 @@ def render(
     since: str | None = None,
     title: str = "fleetperf report",
     qualification: Sequence[dict] = (),
+    links: Mapping[str, report_qualify.Matrix] | None = None,
 ) -> str:
     """The page: ``records`` are every run of the cases to show (history needs the runs
     before ``since``); the page shows runs started at or after ``since``, after the newest
-    qualification's verdicts and link heat maps (``qualifications.latest``'s rows) if any."""
+    qualification's verdicts (``qualifications.latest``'s rows) and its links as judged
+    (``links``: tui/qualify/links.py's), if any."""
     by_case: dict[str, list[RunRecord]] = {}
     for r in sorted(records, key=lambda r: (r.started, r.run_id)):
         by_case.setdefault(r.case, []).append(r)
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
-        f"<style>{CSS}</style></head><body><h1>{_e(title)}</h1>",
+        f"<style>{CSS}{report_qualify.CSS}</style></head><body><h1>{_e(title)}</h1>",
         f'<p class="note">Generated {now} from {len(records)} run(s)'
         + (f", showing runs since {_e(since)}" if since else "")
         + ". Offline page: charts are inline SVG; hover a point for its run.</p>",
     ]
-    parts.extend(qualification_section(qualification, records))
+    parts.extend(report_qualify.section(qualification, links or {}))
     sections = []
     for case, runs in by_case.items():
         shown = [r for r in runs if since is None or r.started >= since]
@@ -664,97 +652,3 @@ def render(
 def write_report(path: Path, text: str) -> None:
     """Never a half page, never through a link planted beside it (tui/core/safefile.py)."""
     safefile.write_text(path, text)
-
-
-# -- the latest qualification (fleetperf qualify, issue 42) ---------------------------------
-
-# A link's shade by its ratio to the pairs' median: within 10 %, 10-30 % below, further.
-HEAT_EDGES = ((0.9, "ok"), (0.7, "slow"))
-
-
-def heat_class(ratio: float | None) -> str:
-    """A link's shade in the report's and the app's heat maps."""
-    if ratio is None or not math.isfinite(ratio):
-        return "none"
-    return next((name for edge, name in HEAT_EDGES if ratio >= edge), "bad")
-
-
-def link_medians(records: Sequence[RunRecord]) -> dict[str, dict[frozenset[str], float]]:
-    """Each two-host run's judged-link numbers by metric (config metric) and pair: the
-    median of the pair's passed runs."""
-    found: dict[str, dict[frozenset[str], list[float]]] = {}
-    for r in records:
-        if r.status != "passed" or len(set(r.hosts)) != 2:
-            continue
-        for name, value in r.metrics.items():
-            if name.endswith("_datasheet") or name.endswith("_ratio") or name.endswith("_min"):
-                continue
-            if isinstance(value, int | float) and math.isfinite(value):
-                pair = frozenset(r.hosts)
-                found.setdefault(f"{r.config} {name}", {}).setdefault(pair, []).append(value)
-    return {m: {p: _median(v) for p, v in pairs.items()} for m, pairs in found.items()}
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
-def heat_map(metric: str, hosts: list[str], medians: dict[frozenset[str], float]) -> str:
-    """One link metric's matrix as an HTML table: each pair's median, shaded by its ratio
-    to the median of every pair."""
-    mid = _median(list(medians.values())) if medians else 0.0
-    rows = []
-    for a in hosts:
-        cells = [f"<th>{_e(a)}</th>"]
-        for b in hosts:
-            value = medians.get(frozenset((a, b))) if a != b else None
-            if a == b or value is None:
-                cells.append(f'<td class="heat-none">{"·" if a == b else "-"}</td>')
-                continue
-            shade = heat_class(value / mid if mid else None)
-            tip = f"{a} – {b}: {value:.4g} ({value / mid:.2f}× the pairs' median)" if mid else ""
-            cells.append(f'<td class="heat-{shade}" title="{_e(tip)}">{value:.4g}</td>')
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    head = "<tr><th></th>" + "".join(f"<th>{_e(h)}</th>" for h in hosts) + "</tr>"
-    return (
-        f'<h3>Links: {_e(metric)}</h3><table class="heat">{head}{"".join(rows)}</table>'
-        "<p class=\"note\">Each pair's median; green within 10 % of the pairs' median, yellow"
-        " 10-30 % below, red further.</p>"
-    )
-
-
-def qualification_section(rows: Sequence[dict], records: Sequence[RunRecord]) -> list[str]:
-    """The newest qualification: its per-host verdict table and, from the records of its
-    batches, each link metric's heat map."""
-    if not rows:
-        return []
-    first = rows[0]
-    batches = {b for r in rows for b in r["batch_ids"]}
-    medians = link_medians([r for r in records if r.batch_id in batches])
-    linked = {h for pairs in medians.values() for pair in pairs for h in pair}
-    hosts = sorted({r["host"] for r in rows} | linked)
-    parts = [
-        '<section id="qualification">',
-        f"<h2>Qualification: group {_e(first['grp'])}, {_e(first['started'])}</h2>",
-    ]
-    table = []
-    for r in rows:
-        verdict = r["verdict"] + (
-            f": {r['reason']}" if r["reason"] and r["verdict"] != "ok" else ""
-        )
-        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}×"
-        interval = "-" if r["lo"] is None else f"{r['lo']:.4g}–{r['hi']:.4g} ({r['n']})"
-        median = "-" if r["median"] is None else f"{r['median']:.4g}"
-        host = r["host"] + (f" #{r['device']}" if r["device"] else "")
-        table.append([r["metric"], host, median, ratio, interval, verdict])
-    parts.append(
-        _html_table(
-            ["metric", "host", "value", "ratio to peers", "interval (samples)", "verdict"], table
-        )
-    )
-    for metric, pairs in sorted(medians.items()):
-        parts.append(heat_map(metric, hosts, pairs))
-    parts.append("</section>")
-    return parts

@@ -34,7 +34,7 @@ from tui.qualify.run import (
     shared_machines,
 )
 from tui.results.record import now_utc_iso
-from tui.results.report import heat_class
+from tui.results.report_qualify import heat_class
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp

@@ -1,0 +1,52 @@
+"""A kept qualification's links, judged again as ``fleetperf qualify`` judged them. The store
+keeps the host verdicts (tui/results/qualifications.py), not the pair matrix's: the link
+samples are read back from the records of the qualification's batches and given to
+judge_links with the link suite's rules. The judge draws nothing at random, so the same
+samples give the command's verdicts, and the report (tui/results/report_qualify.py) marks
+the pairs the command flagged."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from tui.qualify.judge import LinkReport, Rule, judge_links
+from tui.qualify.rules import suite_rules
+from tui.qualify.run import LINK_SUITE, metric_label
+from tui.results.record import RunRecord
+
+
+def samples(
+    records: Iterable[RunRecord], rules: Mapping[str, Rule]
+) -> dict[str, dict[tuple[str, str], list[float]]]:
+    """Each judged link metric's samples by pair (label: case config metric), from the
+    passed runs on two hosts, as the command collects them."""
+    found: dict[str, dict[tuple[str, str], list[float]]] = {}
+    for r in records:
+        if r.status != "passed" or len(r.hosts) != 2 or r.hosts[0] == r.hosts[1]:
+            continue
+        a, b = r.hosts
+        for name, value in r.metrics.items():
+            if name in rules and value is not None:
+                found.setdefault(metric_label(r, name), {}).setdefault((a, b), []).append(
+                    float(value)
+                )
+    return found
+
+
+def judged(
+    rows: Sequence[Mapping[str, Any]],
+    records: Iterable[RunRecord],
+    rules: Mapping[str, Rule] | None = None,
+) -> dict[str, LinkReport]:
+    """The links of the qualification whose verdict ``rows`` (qualifications.latest's) are
+    given, from those of ``records`` its batches ran; ``rules``: the link suite's."""
+    batches = {b for row in rows for b in row["batch_ids"]}
+    if not batches:
+        return {}
+    rules = suite_rules(LINK_SUITE) if rules is None else rules
+    found = samples((r for r in records if r.batch_id in batches), rules)
+    return {
+        label: judge_links(pairs, rules[label.rsplit(" ", 1)[-1]])
+        for label, pairs in sorted(found.items())
+    }
