@@ -25,53 +25,57 @@ HOSTS = ["node1", "node2", "node3", "node4"]
 GEMM = "base-computation CPUx1x1 gemm_tflops"
 MEM = "base-memory-bandwidth CPUx1x1 mem_bw_gbps"
 LINK = "base-interconnect CPUx2x1 bus_gbps"
+P2P = "base-interconnect CPUx2x1-p2p bus_gbps"
 RULES = {GEMM: Rule(GEMM, True, 20.0), MEM: Rule(MEM, True, 20.0)}
 
 
-def samples(hosts: list[str]) -> list[Sample]:
-    """node3 at a third of its peers' GEMM rate; node2 at half their memory bandwidth,
-    its samples taken while the host was busy."""
+def samples(hosts: list[str], names: list[str] = HOSTS) -> list[Sample]:
+    """The third host (node3) at a third of its peers' GEMM rate; the second (node2) at half
+    their memory bandwidth, its samples taken while the host was busy."""
     out = []
     for i, host in enumerate(hosts):
         for k in range(3):
-            gemm = (0.31 if host == "node3" else 1.0) * (100.0 + i + k)
-            busy = "other processes used 1.4 CPUs" if host == "node2" else None
+            gemm = (0.31 if host == names[2] else 1.0) * (100.0 + i + k)
+            busy = "other processes used 1.4 CPUs" if host == names[1] else None
             out.append(Sample(host, None, GEMM, gemm))
-            mem = (0.5 if host == "node2" else 1.0) * (20.0 + 0.1 * (i + k))
+            mem = (0.5 if host == names[1] else 1.0) * (20.0 + 0.1 * (i + k))
             out.append(Sample(host, None, MEM, mem, busy))
     return out
 
 
-def links(pairs: list[tuple[str, str]]) -> dict[tuple[str, str], list[float]]:
-    """Every link of node4 at a fifth of the others."""
+def links(pairs: list[tuple[str, str]], slow: str = "node4") -> dict[tuple[str, str], list[float]]:
+    """The pairs touching ``slow`` (a host, or a pair as "node1 node2") at a fifth of the
+    others."""
     return {
-        (a, b): [(0.2 if "node4" in (a, b) else 1.0) * (10.0 + 0.1 * k) for k in range(3)]
+        (a, b): [(0.2 if slow in (a, b, f"{a} {b}") else 1.0) * (10.0 + 0.1 * k) for k in range(3)]
         for a, b in pairs
     }
 
 
-def judged(hosts: list[str], pairs: list[tuple[str, str]]) -> Result:
-    """What Qualification.judged gives for these hosts' samples and these pairs' links."""
-    values = {LINK: links(pairs)}
+def judged(hosts: list[str], pairs: list[tuple[str, str]], names: list[str] = HOSTS) -> Result:
+    """What Qualification.judged gives for these hosts' samples and these pairs' links:
+    on CPUx2x1 every link of the fourth host slow, on CPUx2x1-p2p the first two hosts'."""
+    values = {LINK: links(pairs, names[3]), P2P: links(pairs, f"{names[0]} {names[1]}")}
+    values = {label: by_pair for label, by_pair in values.items() if by_pair}
     return Result(
         group="cpu",
-        hosts=HOSTS,
+        hosts=names,
         repeat=3,
-        verdicts=judge(samples(hosts), RULES, 3),
+        verdicts=judge(samples(hosts, names), RULES, 3),
         link_values=values,
-        links={LINK: judge_links(values[LINK], Rule(LINK, True, 30.0))},
+        links={label: judge_links(v, Rule(label, True, 30.0)) for label, v in values.items()},
     )
 
 
-def recorded() -> FleetProgress:
-    """A finished qualification of four hosts."""
-    progress = FleetProgress(list(HOSTS), started=True)
-    every = [p for r in pair_rounds(HOSTS) for p in r]
-    for host in HOSTS:
-        progress.done("host", (host,), judged(HOSTS, []))
+def recorded(names: list[str] = HOSTS) -> FleetProgress:
+    """A finished qualification of four hosts (named ``names``)."""
+    progress = FleetProgress(list(names), started=True)
+    every = [p for r in pair_rounds(names) for p in r]
+    for host in names:
+        progress.done("host", (host,), judged(names, [], names))
     for pair in every:
-        progress.done("pair", pair, judged(HOSTS, every))
-    progress.finish(judged(HOSTS, every))
+        progress.done("pair", pair, judged(names, every, names))
+    progress.finish(judged(names, every, names))
     return progress
 
 
@@ -237,3 +241,115 @@ def test_a_qualification_of_this_machine_from_the_app(tmp_path: Path) -> None:
     run(scenario())
     rows = qualifications.latest(str(tmp_path / "results" / "fleetperf.sqlite"))
     assert rows and {r["host"] for r in rows} == {"localhost"}
+
+
+def matrix_text(screen: FleetScreen) -> str:
+    return plain(screen.query_one("#fleet-matrix", Static), width=160)
+
+
+def marked(text: str) -> set[frozenset[str]]:
+    """The pairs a matrix marks ``!``: its rows are "N host value...", a value per host."""
+    found = set()
+    for cells in (line.split() for line in text.splitlines()):
+        if len(cells) == len(HOSTS) + 2 and cells[0].isdigit():
+            values = cells[2:]
+            found |= {frozenset((cells[1], HOSTS[j])) for j, v in enumerate(values) if "!" in v}
+    return found
+
+
+def flagged(result: Result, label: str) -> set[frozenset[str]]:
+    return {frozenset(v.pair) for v in result.links[label].links if v.verdict == "flagged"}
+
+
+def test_m_shows_the_next_link_metric(tmp_path: Path) -> None:
+    """Point 3: m (in the footer and the palette) steps through the link metrics, the
+    matrix's title naming the one shown, each marking the pairs judge_links flagged; the
+    metric stays chosen while the qualification redraws the screen."""
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await show_recorded(pilot)
+            screen = app.screen
+            assert isinstance(screen, FleetScreen)
+            await wait_for(pilot, lambda: "m" in {k.key for k in screen.query(FooterKey)})
+            assert "Next link metric" in {c.title for c in app.get_system_commands(screen)}
+            result = recorded().result
+            assert result is not None and list(result.links) == [LINK, P2P]
+            first = matrix_text(screen)
+            assert "Links: bus_gbps CPUx2x1 (1 of 2, m: next)" in first
+            assert (
+                marked(first)
+                == flagged(result, LINK)
+                == {frozenset((h, "node4")) for h in HOSTS[:3]}
+            )
+            await pilot.press("m")
+            second = matrix_text(screen)
+            assert "Links: bus_gbps CPUx2x1-p2p (2 of 2, m: next)" in second
+            assert marked(second) == flagged(result, P2P) == {frozenset(("node1", "node2"))}
+            screen.show(recorded())  # a redraw from the qualification's thread
+            await pilot.pause()
+            assert "CPUx2x1-p2p (2 of 2" in matrix_text(screen)
+            await pilot.press("m")
+            assert "Links: bus_gbps CPUx2x1 (1 of 2, m: next)" in matrix_text(screen)
+
+    run(scenario())
+
+
+def test_one_link_metric_no_m(tmp_path: Path) -> None:
+    """With one link metric there is nothing to switch to: m is neither in the footer nor
+    in the palette, and the title does not count."""
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await show_recorded(pilot)
+            screen = app.screen
+            progress = recorded()
+            assert progress.result is not None
+            del progress.result.links[P2P]
+            screen.show(progress)
+            await pilot.pause()
+            assert "m" not in {k.key for k in screen.query(FooterKey)}
+            assert "Next link metric" not in {c.title for c in app.get_system_commands(screen)}
+            assert "Links: bus_gbps CPUx2x1; rounds done 3 of 3" in matrix_text(screen)
+
+    run(scenario())
+
+
+def test_host_names_and_metrics_show_literally(tmp_path: Path) -> None:
+    """Host names and metric labels come from the inventory and records: markup in them is
+    shown as written, never obeyed (a [bold] host stays '[bold]...' in the table and the
+    matrix)."""
+    names = ["[bold]node1[/bold]", "node2", "[red]node3", "node4[/]"]
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await show_recorded(pilot)
+            screen = app.screen
+            screen.show(recorded(names))
+            await pilot.pause()
+            table = plain(screen.query_one("#fleet-table", Static), width=160)
+            matrix = matrix_text(screen)
+            for name in names:
+                assert name in table and name in matrix
+            rows = {line.split()[0]: line for line in table.splitlines() if line.split()}
+            assert "flagged" in rows["[red]node3"]
+            assert "flagged (links)" in rows["node4[/]"]
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)], ids=["80x24", "120x40"])
+def test_fleet_screen_on_its_second_link_metric(
+    snap_compare, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    """Point 3: the recorded qualification after m: the p2p matrix, node1-node2 marked."""
+    app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
+
+    async def before(pilot: Pilot) -> None:
+        await show_recorded(pilot)
+        await pilot.press("m")
+
+    assert snap_compare(app, terminal_size=size, run_before=before)

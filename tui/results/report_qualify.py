@@ -65,7 +65,7 @@ def heat_legend() -> str:
     ok_pct, slow_pct = round((1 - ok) * 100), round((1 - slow) * 100)
     return (
         f"green: less than {ok_pct} % below its peers' median, yellow: {ok_pct}-{slow_pct} %"
-        f" below, red: further; {FLAGGED}: flagged, as fleetperf qualify names it"
+        f" below, red: further; {FLAGGED}: flagged"
     )
 
 

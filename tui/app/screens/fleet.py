@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rich import box
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual import work
@@ -20,7 +21,6 @@ from textual.widgets import Footer, Header, Input, Label, RichLog, Select, Stati
 from tui.app.fleetprogress import FleetProgress
 from tui.app.safe import literal
 from tui.core.errors import UserInputError
-from tui.core.term import printable
 from tui.engine.session import Session
 from tui.qualify import keep
 from tui.qualify.output import Result
@@ -34,7 +34,7 @@ from tui.qualify.run import (
     shared_machines,
 )
 from tui.results.record import now_utc_iso
-from tui.results.report_qualify import heat_class
+from tui.results.report_qualify import heat_class, heat_legend, mark
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
@@ -64,13 +64,15 @@ class FleetScreen(Screen[None]):
     all_reduce, as fleetperf qualify runs them; each host judged against its peers. Pick
     the group and the samples per host (repeat), then q starts it; x stops it. The table
     shows each host's state and, per metric, its ratio to the peers' median and verdict;
-    the heat map each link's median (green within 10 % of the pairs' median, yellow 10-30 %
-    below, red further; ! a link judged slow)."""
+    the heat map each pair's median on one link metric (m: the next one), shaded by its
+    ratio to its peers' median as the command judges it (green less than 10 % below,
+    yellow 10-30 % below, red further; ! a pair flagged), as the HTML report shows it."""
 
     TITLE = "Fleet"
     BINDINGS = [
         Binding("q", "qualify", "Qualify", id="fleet.qualify"),
         Binding("x", "stop", "Stop", id="fleet.stop"),
+        Binding("m", "next_metric", "Next link metric", id="fleet.metric"),
         Binding("escape", "focus_table", "Leave field", id="fleet.leave"),
     ]
 
@@ -80,6 +82,7 @@ class FleetScreen(Screen[None]):
         super().__init__()
         self.progress: FleetProgress | None = None
         self.qual: Qualification | None = None
+        self.link_metric: str | None = None  # the matrix's; None: the first judged
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -112,7 +115,7 @@ class FleetScreen(Screen[None]):
 
     def _set_groups(self, groups: list[str]) -> None:
         select = self.query_one("#fleet-group", Select)
-        select.set_options((printable(g), g) for g in groups)
+        select.set_options((literal(g), g) for g in groups)
         if groups:
             select.value = groups[0]
 
@@ -124,10 +127,24 @@ class FleetScreen(Screen[None]):
             return running
         if action == "focus_table":
             return isinstance(self.focused, Input)
+        if action == "next_metric":
+            return len(self._link_metrics()) > 1
         return True
 
     def action_focus_table(self) -> None:
         self.query_one("#fleet-body").focus()
+
+    def _link_metrics(self) -> list[str]:
+        result = self.progress.result if self.progress is not None else None
+        return list(result.links) if result is not None else []
+
+    def action_next_metric(self) -> None:
+        metrics = self._link_metrics()
+        if len(metrics) < 2 or self.progress is None:
+            return
+        at = metrics.index(self.link_metric) if self.link_metric in metrics else 0
+        self.link_metric = metrics[(at + 1) % len(metrics)]
+        self.show(self.progress)
 
     # -- running -----------------------------------------------------------------------
 
@@ -215,7 +232,7 @@ class FleetScreen(Screen[None]):
         self.query_one("#fleet-table", Static).update(host_table(progress))
         result = progress.result
         self.query_one("#fleet-matrix", Static).update(
-            heat_map(progress, result) if result is not None else ""
+            heat_map(progress, result, self.link_metric) if result is not None else ""
         )
         self.query_one("#fleet-flags", Static).update(_after(progress, result))
         self.refresh_bindings()
@@ -270,21 +287,19 @@ def _verdict_style(verdict: str) -> str:
     return VERDICT_STYLE.get(verdict.split(" ")[0], "")
 
 
-def heat_map(progress: FleetProgress, result: Result) -> Table | str:
-    """The first link metric's matrix: each pair's median, shaded by its ratio to its
-    peers' (judge_links'), ``!`` on a link judged slow; hosts numbered as the rows."""
+def heat_map(progress: FleetProgress, result: Result, metric: str | None) -> Group | str:
+    """One link metric's matrix (``metric``, else the first judged): each pair's median,
+    shaded by its ratio to its peers' median (judge_links'), ``!`` on a pair judge_links
+    flagged; hosts numbered as the rows. Its title names the metric; under it, the legend."""
     if not result.links:
         return ""
-    metric, report = next(iter(result.links.items()))
-    by_pair = {frozenset(link.pair): link for link in report.links}
+    metrics = list(result.links)
+    shown = metric if metric in result.links else metrics[0]
+    by_pair = {frozenset(link.pair): link for link in result.links[shown].links}
+    which = f" ({metrics.index(shown) + 1} of {len(metrics)}, m: next)" if len(metrics) > 1 else ""
     rounds = f"rounds done {progress.rounds_done} of {len(progress.rounds)}"
-    title = f"Links: {_short(metric).replace(chr(10), ' ')}, each pair's median; {rounds}"
-    table = Table(
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        title=literal(title),
-        title_justify="left",
-    )
+    title = f"Links: {_short(shown).replace(chr(10), ' ')}{which}; {rounds}"
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
     table.add_column("", no_wrap=True)
     for i, _ in enumerate(progress.hosts, 1):
         table.add_column(str(i), justify="right", no_wrap=True)
@@ -297,8 +312,8 @@ def heat_map(progress: FleetProgress, result: Result) -> Table | str:
             elif link is None or link.median is None:
                 cells.append(Text("-", style="dim"))
             else:
-                mark = "!" if link.verdict == "flagged" else ""
                 style = HEAT_STYLE[heat_class(link.ratio)]
-                cells.append(Text(f"{link.median:.4g}{mark}", style=style))
+                cells.append(Text(f"{link.median:.4g}{mark(link.verdict)}", style=style))
         table.add_row(*cells)
-    return table
+    legend = literal(f"Each pair's median; {heat_legend()}", style="dim")
+    return Group(literal(title, style="bold"), table, legend)
