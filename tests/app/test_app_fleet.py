@@ -4,22 +4,25 @@ judged by tui.qualify's own judge (no runs), fed to the screen as its thread fee
 
 from __future__ import annotations
 
+import io
+import re
 import threading
 from pathlib import Path
 
 import pytest
 from app_support import fixed_inventory, make_app, plain, run, wait_for
+from rich.console import Console
 from textual.pilot import Pilot
 from textual.widgets import Label, Static
 from textual.widgets._footer import FooterKey
 
 from tui.app.fleetprogress import FleetProgress
-from tui.app.screens.fleet import FleetScreen
+from tui.app.screens.fleet import FleetScreen, heat_map
 from tui.core import paths
 from tui.qualify.judge import Rule, Sample, judge, judge_links
 from tui.qualify.output import Result
 from tui.qualify.schedule import pair_rounds
-from tui.results import qualifications
+from tui.results import qualifications, report_qualify
 
 HOSTS = ["node1", "node2", "node3", "node4"]
 GEMM = "base-computation CPUx1x1 gemm_tflops"
@@ -27,6 +30,7 @@ MEM = "base-memory-bandwidth CPUx1x1 mem_bw_gbps"
 LINK = "base-interconnect CPUx2x1 bus_gbps"
 P2P = "base-interconnect CPUx2x1-p2p bus_gbps"
 RULES = {GEMM: Rule(GEMM, True, 20.0), MEM: Rule(MEM, True, 20.0)}
+RULE_30 = Rule(LINK, True, 30.0)  # suites/base-interhost.yaml's bus_gbps
 
 
 def samples(hosts: list[str], names: list[str] = HOSTS) -> list[Sample]:
@@ -353,3 +357,26 @@ def test_fleet_screen_on_its_second_link_metric(
         await pilot.press("m")
 
     assert snap_compare(app, terminal_size=size, run_before=before)
+
+
+def test_the_app_and_the_report_mark_the_same_pairs() -> None:
+    """Point 1: node4's links at a fifth of the others and node1-node2 at half. Against the
+    median of all six pairs node1-node2 read 1.4x (the report's shade until now); against
+    its peers, judge_links flags it at 0.5x. The app's matrix and the report's heat map mark
+    the pairs judge_links flagged, no more and no fewer."""
+    every = [p for r in pair_rounds(HOSTS) for p in r]
+    values = {
+        (a, b): [(0.5 if {a, b} == {"node1", "node2"} else 1.0) * v for v in by_pair]
+        for (a, b), by_pair in links(every).items()
+    }
+    result = Result("cpu", HOSTS, 3, [], {LINK: values}, {LINK: judge_links(values, RULE_30)})
+    flagged_pairs = flagged(result, LINK)
+    assert frozenset(("node1", "node2")) in flagged_pairs and len(flagged_pairs) == 4
+    progress = FleetProgress(list(HOSTS), started=True)
+    progress.finish(result)
+    console = Console(width=160, file=io.StringIO(), color_system=None, record=True)
+    console.print(heat_map(progress, result, None))
+    assert marked(console.export_text()) == flagged_pairs
+    page = report_qualify.heat_map(LINK, HOSTS, result.links[LINK])
+    in_page = re.findall(r'class="heat-\w+ heat-flagged" title="(\S+) – (\S+):', page)
+    assert {frozenset(p) for p in in_page} == flagged_pairs
