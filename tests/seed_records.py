@@ -148,8 +148,9 @@ def store_at_version(
     with ResultStore(path) as store:
         store.add(first)
     conn = sqlite3.connect(path)
-    conn.executescript(  # and no qualifications table: schema 11 (Alembic's v11) added it
+    conn.executescript(  # nor what Alembic's v11 (qualifications) and v12 (rank_times) added
         f"ALTER TABLE runs DROP COLUMN {column}; DROP TABLE qualifications;"
+        " ALTER TABLE runs DROP COLUMN rank_times;"
         f" PRAGMA user_version = {version};"
     )
     conn.close()

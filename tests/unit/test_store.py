@@ -334,6 +334,7 @@ _ADDED_IN = {
     "config_env": 8,
     "smoke": 9,
     "monitoring": 10,
+    "rank_times": 12,  # Alembic's v12
 }
 
 

@@ -131,6 +131,9 @@ class CaseResult:
     environment: dict[str, Any] = field(default_factory=dict)
     # What MFU divides (chip, math, PEAK_NUMBERS); None where the line had none usable.
     peak: dict[str, str | float | None] | None = None
+    # base-interconnect all_reduce: each rank's own seconds per iteration, as the line gave
+    # them (cleaned; a list of objects); None where it gave none. Readers check each entry.
+    rank_times: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,7 +380,15 @@ def _result(run_id: str, host: str, rank: int, t: float, rec: dict[str, Any]) ->
         " ".join(_text(rec.get("message")).split()),
         clean_tree(env) if isinstance(env, dict) and _shallow(env) else {},
         _peak(rec.get("peak")),
+        _rank_times(rec.get("rank_times")),
     )
+
+
+def _rank_times(value: Any) -> list[dict[str, Any]] | None:
+    """A result's rank_times: a list of objects, cleaned; None for anything else."""
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        return None
+    return clean_tree(value) if _shallow(value) else None
 
 
 def _others(value: Any) -> tuple[dict[str, Any], ...]:

@@ -138,6 +138,9 @@ class RunRecord(BaseModel):
     # The energy and monitoring tables: the run's `sys` samples summarised per host and
     # device (tui/results/monitoring.py); None where the run sent none.
     monitoring: dict[str, Any] | None = None
+    # base-interconnect all_reduce: each rank's own seconds per iteration (rank, node, host,
+    # s), as the workload gave them, for fleetperf qualify's stragglers; None: none given.
+    rank_times: list[dict[str, Any]] | None = None
     # What the controller knows: how and where the workload ran.
     executor: str | None = None
     image: str | None = None
@@ -188,7 +191,9 @@ class RunRecord(BaseModel):
             raise ValueError(f"a record's status is one of {', '.join(STATUSES)}")
         return value
 
-    @field_validator("hosts", "error", "notes", "environment", "image", "slurm", mode="before")
+    @field_validator(
+        "hosts", "error", "notes", "environment", "image", "slurm", "rank_times", mode="before"
+    )
     @classmethod
     def _host_text(cls, value: Any) -> Any:
         # What hosts and workloads said reaches a record by paths of its own (a Slurm job's

@@ -60,6 +60,7 @@ _JSON_FIELDS = (
     "verdict",
     "peak",
     "monitoring",
+    "rank_times",
 )
 
 _COLUMNS = tuple(_COLUMN.get(f, f) for f in _RUN_FIELDS)
