@@ -9,7 +9,7 @@ is from, or why there is none); a vendor config sets both.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from harness.dist import all_reduce, barrier
@@ -36,11 +36,19 @@ def gather(value: float | None, rank: int, world_size: int) -> list[float | None
     return [v if math.isfinite(v) else None for v in all_reduce(mine)]
 
 
-def report(run: Run, name: str, value: float | None, unit: str, notes: Iterable[str] = ()) -> None:
+def report(
+    run: Run,
+    name: str,
+    value: float | None,
+    unit: str,
+    notes: Iterable[str] = (),
+    extra: Mapping[str, Any] | None = None,
+) -> None:
     """Every rank: its own ``value`` of metric ``name``; global rank 0 emits the result with
     the mean over the devices that measured one (``name``), the slowest (``name_min``), the
     datasheet value (``name_datasheet``) and mean / datasheet (``name_ratio``), and each
-    device's figure in ``per_device`` (rank, node, value, ratio)."""
+    device's figure in ``per_device`` (rank, node, value, ratio); ``extra``: the case's own
+    fields of the result."""
     env, hp = run.env, run.hp
     values = gather(value, env.rank, env.world_size)
     datasheet = float(hp.datasheet) or None
@@ -71,5 +79,5 @@ def report(run: Run, name: str, value: float | None, unit: str, notes: Iterable[
         },
         notes=[source, *notes],
         converged=True,
-        extra={"per_device": per_device},
+        extra={"per_device": per_device, **(extra or {})},
     )
