@@ -79,7 +79,7 @@ def test_a_run_past_its_budget_is_flagged_as_too_slow() -> None:
 
 def test_the_suites_name_their_judged_metrics() -> None:
     assert suite_rules("base")["gemm_tflops"] == Rule("gemm_tflops", True, 25.0)
-    assert set(suite_rules("base-interhost")) == {"bus_gbps"}
+    assert set(suite_rules("base-interhost")) == {"bus_gbps", "rank_own_s"}
 
 
 def test_a_bad_qualify_section_names_the_file_and_field(tmp_path: Path) -> None:

@@ -5,13 +5,14 @@ same. Host names and reasons come from the fleet: callers print them through pri
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tui.qualify.judge import Verdict
+from tui.qualify.judge import Straggler, Verdict
 from tui.results.record import RunRecord
 
 
@@ -27,6 +28,8 @@ class Result:
     links: dict[str, Any]  # metric -> judge_links' LinkReport
     failures: list[str] = field(default_factory=list)  # FLAGGED lines of runs that failed
     allreduce: RunRecord | None = None
+    stragglers: list[Straggler] = field(default_factory=list)  # the all_reduce's slow ranks
+    ranks_judged: int = 0  # the all_reduce's ranks whose own times were judged
     batch_ids: list[str] = field(default_factory=list)
 
 
@@ -42,7 +45,17 @@ def flag_lines(result: Result) -> list[str]:
             )
     for metric, report in result.links.items():
         lines += [f"FLAGGED {line} ({metric})" for line in link_flags(report)]
+    for s in result.stragglers:
+        lines.append(
+            f"FLAGGED straggler rank {s.rank} ({s.host}): all_reduce own time {_ratio(s.ratio)}"
+            f" peers ({_num(s.lo)}–{_num(s.hi)} s, {s.n} samples){_reason(s.reason)}"
+        )
     return lines
+
+
+def straggler_rows(result: Result) -> list[dict[str, Any]]:
+    """The all_reduce's stragglers, one row per rank: JSON's ``stragglers``."""
+    return [dataclasses.asdict(s) for s in result.stragglers]
 
 
 def link_flags(report: Any) -> list[str]:
@@ -144,6 +157,25 @@ def _markdown(result: Result) -> str:
     if result.allreduce is not None:
         value = result.allreduce.metrics.get("bus_gbps")
         lines += ["", f"all_reduce over {len(result.hosts)} hosts: bus_gbps {_num(value)}"]
+        body = [
+            [
+                str(s.rank),
+                s.host,
+                f"{_num(s.median)} s",
+                _ratio(s.ratio),
+                f"{_num(s.lo)}–{_num(s.hi)} ({s.n})",
+            ]
+            for s in result.stragglers
+        ]
+        if body:
+            lines += ["", "### all_reduce stragglers (each rank's own time)", ""]
+            lines += _md_table(
+                ["rank", "host", "own time", "ratio to peers", "interval (samples)"], body
+            )
+        elif result.ranks_judged:
+            lines.append(f"no straggler among its {result.ranks_judged} ranks")
+        else:
+            lines.append("stragglers not judged: no per-rank times (see the progress notes)")
     return "\n".join(lines)
 
 
@@ -163,6 +195,8 @@ def _json(result: Result) -> dict[str, Any]:
         "allreduce_bus_gbps": result.allreduce.metrics.get("bus_gbps")
         if result.allreduce
         else None,
+        "stragglers": straggler_rows(result),
+        "ranks_judged": result.ranks_judged,
         "flagged": flag_lines(result),
         "batch_ids": result.batch_ids,
     }

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import median
 from typing import TextIO
 
 from tui.batch import drive, signals_set
@@ -29,9 +30,11 @@ from tui.engine import hostcheck
 from tui.engine.session import RunPlan, Session
 from tui.executors.base import new_run_id
 from tui.qualify import keep, output
-from tui.qualify.judge import Rule, Sample, judge, judge_links
+from tui.qualify.judge import Sample, judge, judge_links
+from tui.qualify.records import covariates, metric_label, rule_for
 from tui.qualify.rules import suite_rules
 from tui.qualify.schedule import pair_rounds
+from tui.qualify.stragglers import Ranks, judge_ranks
 from tui.results import qualifications
 from tui.results.record import RunRecord, now_utc_iso
 
@@ -65,6 +68,7 @@ class Measured:
     links: dict[str, dict[tuple[str, str], list[float]]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)  # FLAGGED lines: too slow, failed
     allreduce: RunRecord | None = None
+    ranks: Ranks = field(default_factory=Ranks)  # the all_reduce's ranks judged
     batch_ids: list[str] = field(default_factory=list)
     refused: str | None = None  # a run refused before launch (bad input): its error
     stopped: bool = False  # Ctrl-C or SIGTERM
@@ -293,7 +297,7 @@ class Qualification:
                     )
         for label, pairs in self.measured.links.items():
             if (a, b) in pairs:
-                shown.append(f"{label} {_median(pairs[(a, b)]):.4g}")
+                shown.append(f"{label} {median(pairs[(a, b)]):.4g}")
         shown_text = ", ".join(shown) or "nothing measured"
         self._say(f"pair {a} {b}: {len(kept)} of {len(records)} runs passed; {shown_text}")
 
@@ -305,6 +309,10 @@ class Qualification:
         value = self.measured.allreduce.metrics.get("bus_gbps") if self.measured.allreduce else None
         shown = f"bus_gbps {value:.4g}" if value is not None else "nothing measured"
         self._say(f"all_reduce over {len(plan.hosts)} hosts: {shown}")
+        if self.measured.allreduce is not None:
+            self.measured.ranks = judge_ranks(self.measured.allreduce, self.link_rules)
+            for note in self.measured.ranks.notes:
+                self._say(f"all_reduce stragglers: {note}")
 
     def _say(self, line: str) -> None:
         print(printable(line), file=self.out, flush=True)
@@ -313,10 +321,10 @@ class Qualification:
 
     def judged(self) -> output.Result:
         """The verdicts of the samples and the links."""
-        rules = {s.metric: _rule_for(s.metric, self.host_rules) for s in self.measured.samples}
+        rules = {s.metric: rule_for(s.metric, self.host_rules) for s in self.measured.samples}
         verdicts = judge(self.measured.samples, rules, self.args.repeat)
         links = {
-            label: judge_links(pairs, _rule_for(label, self.link_rules))
+            label: judge_links(pairs, rule_for(label, self.link_rules))
             for label, pairs in sorted(self.measured.links.items())
         }
         return output.Result(
@@ -328,37 +336,10 @@ class Qualification:
             links=links,
             failures=self.measured.failures,
             allreduce=self.measured.allreduce,
+            stragglers=self.measured.ranks.stragglers,
+            ranks_judged=self.measured.ranks.judged,
             batch_ids=self.measured.batch_ids,
         )
-
-
-def metric_label(record: RunRecord, metric: str) -> str:
-    """A judged metric as the tables name it: case, config, metric."""
-    return f"{record.case} {record.config} {metric}"
-
-
-def _rule_for(label: str, rules: dict[str, Rule]) -> Rule:
-    rule = rules[label.rsplit(" ", 1)[-1]]
-    return dataclasses.replace(rule, metric=label)
-
-
-def covariates(record: RunRecord) -> tuple[str | None, str | None]:
-    """(busy, throttle) of a run: the reasons its monitoring gives, None where it gives
-    none (a record from before they were measured reads as quiet and unthrottled)."""
-    monitoring = record.monitoring or {}
-    found = []
-    for key in ("busy", "throttle"):
-        value = monitoring.get(key)
-        if not isinstance(value, str):
-            value = next((n for n in record.notes if n.startswith(f"{key}: ")), None)
-        found.append(value.removeprefix(f"{key}: ") or None if value else None)
-    return found[0], found[1]
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _interleave(groups: list[list[RunPlan]]) -> list[RunPlan]:
