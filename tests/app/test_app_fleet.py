@@ -278,6 +278,7 @@ def test_m_shows_the_next_link_metric(tmp_path: Path) -> None:
             assert isinstance(screen, FleetScreen)
             await wait_for(pilot, lambda: "m" in {k.key for k in screen.query(FooterKey)})
             assert "Next link metric" in {c.title for c in app.get_system_commands(screen)}
+            assert screen.active_bindings["m"].binding.id == "fleet.metric"  # no other m here
             result = recorded().result
             assert result is not None and list(result.links) == [LINK, P2P]
             first = matrix_text(screen)
