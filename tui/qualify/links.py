@@ -11,8 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tui.qualify.judge import LinkReport, Rule, judge_links
+from tui.qualify.records import metric_label, rule_for
 from tui.qualify.rules import suite_rules
-from tui.qualify.run import LINK_SUITE, metric_label
+from tui.qualify.run import LINK_SUITE
 from tui.results.record import RunRecord
 
 
@@ -37,7 +38,7 @@ def samples(
 def judged(
     rows: Sequence[Mapping[str, Any]],
     records: Iterable[RunRecord],
-    rules: Mapping[str, Rule] | None = None,
+    rules: dict[str, Rule] | None = None,
 ) -> dict[str, LinkReport]:
     """The links of the qualification whose verdict ``rows`` (qualifications.latest's) are
     given, from those of ``records`` its batches ran; ``rules``: the link suite's."""
@@ -47,6 +48,5 @@ def judged(
     rules = suite_rules(LINK_SUITE) if rules is None else rules
     found = samples((r for r in records if r.batch_id in batches), rules)
     return {
-        label: judge_links(pairs, rules[label.rsplit(" ", 1)[-1]])
-        for label, pairs in sorted(found.items())
+        label: judge_links(pairs, rule_for(label, rules)) for label, pairs in sorted(found.items())
     }
