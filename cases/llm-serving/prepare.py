@@ -1,0 +1,87 @@
+"""Stage the llm-serving data directory: the model the server loads.
+
+    python cases/llm-serving/prepare.py --out DATA_DIR --synthetic
+    python cases/llm-serving/prepare.py --out DATA_DIR --from DIR
+
+Both write ``DATA_DIR/model/``, a Hugging Face model folder as vLLM loads it: config.json,
+safetensors weights, tokenizer.json and tokenizer_config.json.
+
+--synthetic: offline and seeded. A word-level tokenizer over a fixed list of words (one token
+a word, so a prompt of n ids is n tokens) and a tiny Llama-shaped decoder with random weights
+(2 layers, hidden 128, 4 heads), saved with ``save_pretrained``: it serves garbage quickly,
+which is all a serving benchmark of the engine and the host needs.
+
+--from DIR: an operator's model folder (config.json, tokenizer.json, its safetensors files),
+linked; the first missing file is named in one line, exit code 2, nothing staged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import harness
+from harness.tiny import check_llama_config, tiny_llama_config
+
+MODEL = "model"
+SPECIAL = ("<unk>", "<s>", "</s>")  # ids 0, 1, 2: tiny_llama_config's bos 1 and eos 2
+WORDS_TEXT = (
+    "the a she he they it was were had said looked at into from with and but then door "
+    "window house garden river road morning night cold warm old young quiet small mother "
+    "father brother sister friend doctor teacher captain stranger dog horse bird opened "
+    "closed walked ran smiled whispered waited turned found lost remembered letter key lamp "
+    "book bottle coin ring map photograph"
+)
+
+
+def synthetic(out: Path, args: argparse.Namespace) -> None:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+    vocab = {w: i for i, w in enumerate((*SPECIAL, *WORDS_TEXT.split()))}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece()  # joins the words with spaces
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
+    fast.model_max_length = 256
+    fast.save_pretrained(out / MODEL)
+
+    torch.manual_seed(args.seed)
+    cfg = tiny_llama_config(
+        len(vocab),
+        256,
+        hidden_size=128,
+        intermediate_size=256,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+    )
+    LlamaForCausalLM(cfg).save_pretrained(out / MODEL)
+
+
+def stage(src: Path, out: Path) -> None:
+    check_llama_config(src / "config.json")
+    weights = sorted(src.glob("*.safetensors"))
+    for needed in (src / "tokenizer.json", *(weights or [src / "model.safetensors"])):
+        if not needed.is_file():
+            raise harness.InputError(f"{needed}: missing")
+    extra = [p for p in src.glob("*.json") if p.is_file()]
+    for f in {*weights, *extra}:
+        harness.link_or_copy(f, out / MODEL / f.name)
+
+
+if __name__ == "__main__":
+    sys.exit(
+        harness.prepare_main(
+            __file__,
+            __doc__,
+            synthetic,
+            stage=stage,
+            real_data="a Hugging Face model folder (config.json, tokenizer.json, *.safetensors)",
+        )
+    )
