@@ -1,0 +1,174 @@
+"""The engine's server as the workload runs it: started in a process group of its own, checked
+healthy within a time limit, and always stopped, group and all.
+
+``serving(...)`` is a context manager: on its way out (the load done, an exception, or the
+SIGTERM the executor sends, which ``stop_on_sigterm`` turns into an exception) it sends the
+group SIGTERM, waits, then SIGKILL to what is left. A workload killed outright takes the
+server with it through engine_start.py's parent-death signal; vLLM's server ends its engine
+process when it ends. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import harness
+
+START = Path(__file__).with_name("engine_start.py")
+STOP_GRACE_S = 8.0  # within the executor's own 10 s between its SIGTERM and SIGKILL
+MODEL_NAME = "fleetperf"  # --served-model-name: the requests' "model"
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str  # http://127.0.0.1:PORT
+    pid: int  # engine_start.py's, the process group's leader
+    model: str
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_argv(python: Path, model: Path, port: int, dtype: str, max_model_len: int) -> list[str]:
+    return [
+        str(python),
+        str(START),
+        str(os.getpid()),
+        "--model",
+        str(model),
+        "--served-model-name",
+        MODEL_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        dtype,
+        "--max-model-len",
+        str(max_model_len),
+    ]
+
+
+def server_env(kv_cache_gib: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # ours is cases/
+    env.update(
+        VLLM_CPU_KVCACHE_SPACE=str(kv_cache_gib),
+        VLLM_NO_USAGE_STATS="1",  # no network: the host may have none
+        DO_NOT_TRACK="1",
+        HF_HUB_OFFLINE="1",
+    )
+    return env
+
+
+def log_tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text[-lines:])
+
+
+def wait_healthy(proc: subprocess.Popen, url: str, limit_s: float, log: Path) -> float:
+    """Seconds until GET /health answered 200; RuntimeError when the server ends first or
+    the limit passes (with its log's last lines)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit_s:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"the vLLM server exited with {proc.returncode} before it was healthy "
+                f"({log}: {log_tail(log)})"
+            )
+        with (
+            suppress(OSError, urllib.error.URLError),
+            urllib.request.urlopen(f"{url}/health", timeout=5) as answer,
+        ):
+            if answer.status == 200:
+                return time.monotonic() - t0
+        time.sleep(1.0)
+    raise RuntimeError(f"the vLLM server was not healthy after {limit_s:.0f} s ({log_tail(log)})")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group, SIGKILL to what is left after the grace."""
+    for sig, wait_s in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            proc.poll()  # reaps the leader; its children in the group are init's to reap
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
+
+
+def stop_on_sigterm() -> None:
+    """The executor's SIGTERM (a stop, a timeout, Ctrl-C at the controller) as SystemExit in
+    the main thread, so that every ``finally`` and ``with`` runs: the server is stopped."""
+
+    def handler(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+@contextmanager
+def serving(
+    python: Path,
+    model: Path,
+    *,
+    dtype: str,
+    max_model_len: int,
+    kv_cache_gib: int,
+    startup_timeout_s: float,
+    log: Path,
+    say: Callable[[str], None],
+) -> Iterator[Server]:
+    port = free_port()
+    argv = server_argv(python, model, port, dtype, max_model_len)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=server_env(kv_cache_gib),
+            start_new_session=True,  # its own group: stopped as one, engine process included
+        )
+    try:
+        say(f"vLLM server pid {proc.pid} on 127.0.0.1:{port} (log {log}); waiting for /health")
+        url = f"http://127.0.0.1:{port}"
+        took = wait_healthy(proc, url, startup_timeout_s, log)
+        say(f"vLLM server healthy after {took:.0f} s")
+        yield Server(url, proc.pid, MODEL_NAME)
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the stop
+        stop(proc)
+        print(f"vLLM server stopped (pid {proc.pid})", file=sys.stderr, flush=True)
+
+
+def engine_python(value: str, repo: Path, config: Path) -> Path:
+    """hp engine_python as a path (absolute, or under the repository); InputError when no
+    interpreter is there."""
+    path = Path(value) if Path(value).is_absolute() else repo / value
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise harness.InputError(
+            f"{config}: hp.engine_python: {path} is no interpreter on this host "
+            "(scripts/bootstrap makes .venv-vllm; or --set engine_python=PATH)"
+        )
+    return path
