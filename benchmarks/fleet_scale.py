@@ -2,7 +2,7 @@
 torch-free emitter case (tests/fixtures/cases/emitter) to one controller, through
 tui.engine.session.
 
-For each N it brings up N hosts (tui/localfleet/fleet.py) and runs ``emitter`` on all of them in
+For each N it brings up N hosts (tui/localfleet/hosts.py) and runs ``emitter`` on all of them in
 one batch, either as N one-host runs at once (``--mode runs``: config CPUx1x1, which
 start together: one play of run.yml over all N hosts) or as one N-node run (``--mode
 nodes``: config CPUxNx1, torchrun on every host), and measures, from the typed events the
@@ -31,7 +31,7 @@ engine hands its subscribers:
 
     python benchmarks/fleet_scale.py --hosts 1 8 32 --steps 100 --interval 0.2 --mode runs
 
-Needs root (tui/localfleet/fleet.py). Prints one line of figures per N.
+Needs root (tui/localfleet/hosts.py). Prints one line of figures per N.
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ import yaml
 
 from tui.core.events import Event, HostState, MetricSample
 from tui.engine import session
-from tui.localfleet import fleet as localfleet
+from tui.localfleet import hosts as localfleet
+from tui.localfleet.inventory import fleet_inventory
 
 REPO = Path(__file__).resolve().parents[1]
 EMITTER = REPO / "tests" / "fixtures" / "cases" / "emitter"
@@ -228,7 +229,7 @@ def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
         for i in range(1, n + 1):
             fleet.add_host(f"node{i}")
         inventory = work / "fleet.yml"
-        inventory.write_text(yaml.safe_dump(localfleet.fleet_inventory(fleet)))
+        inventory.write_text(yaml.safe_dump(fleet_inventory(fleet)))
         engine = session.Session(inventory, work / "results", data, cases_dir=cases)
         if mode == "nodes":
             plans = engine.plan([("emitter", f"cpu/CPUx{n}x1")], sets)

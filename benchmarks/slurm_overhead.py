@@ -30,13 +30,16 @@ sys.path.insert(0, str(REPO))
 from tui.core.events import Event, RunFinished, WorkloadStarted  # noqa: E402
 from tui.engine.session import Session  # noqa: E402
 from tui.localfleet import fleet as localfleet  # noqa: E402
+from tui.localfleet import slurm  # noqa: E402
+from tui.localfleet.hosts import Fleet  # noqa: E402
+from tui.localfleet.inventory import INVENTORY, fleet_inventory  # noqa: E402
 
 
 def process_inventory(workdir: Path) -> Path:
     """The cluster's nodes as process-executor hosts, with run roots of their own."""
-    fleet = localfleet.Fleet.load(workdir)
-    nodes = [h for h in fleet.hosts.values() if h.name != localfleet.LOGIN]
-    found = localfleet.fleet_inventory(fleet)
+    fleet = Fleet.load(workdir)
+    nodes = [h for h in fleet.hosts.values() if h.name != slurm.LOGIN]
+    found = fleet_inventory(fleet)
     hosts = found["all"]["children"]["cpu"]["hosts"]
     for name in list(hosts):
         if name not in {n.name for n in nodes}:
@@ -97,7 +100,7 @@ def main() -> int:
         (tmp / "data" / "emitter").mkdir(parents=True)
         (tmp / "data" / "emitter" / "marker").write_text("staged\n")
         inventories = {
-            "slurm": workdir / localfleet.INVENTORY,
+            "slurm": workdir / INVENTORY,
             "process": process_inventory(workdir),
         }
         seen: dict[str, list[tuple[float, float]]] = {k: [] for k in inventories}

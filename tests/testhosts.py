@@ -1,4 +1,4 @@
-"""Test hosts reached over SSH: the local fleet of ``tui/localfleet/fleet.py``, for tests.
+"""Test hosts reached over SSH: the local fleet of ``tui/localfleet/hosts.py``, for tests.
 
 Each host has its own network namespace, address and sshd, and its own overlays over
 /etc, /usr, /var and the other directories software writes: what a test does on a host
@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 from conftest import REPO
 
-from tui.localfleet.fleet import Fleet, Host, available
+from tui.localfleet.hosts import Fleet, Host, available
 
 __all__ = ["TestHost", "TestNetwork", "available", "cpu_inventory", "fleet", "leftovers"]
 

@@ -26,7 +26,7 @@ from harness import peak_cache, peakmeter  # noqa: E402
 from harness.gemm import Gemm, timed  # noqa: E402
 
 from tui.catalog import catalog  # noqa: E402
-from tui.localfleet.fleet import fleet_inventory  # noqa: E402
+from tui.localfleet.inventory import fleet_inventory  # noqa: E402
 
 CASES = REPO / "cases"
 BASE = ("base-computation", "base-memory-bandwidth", "base-memory-capacity", "base-interconnect")

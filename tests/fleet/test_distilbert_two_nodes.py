@@ -12,7 +12,7 @@ import testhosts
 import yaml
 from conftest import REPO, Fleetperf
 
-from tui.localfleet.fleet import fleet_inventory
+from tui.localfleet.inventory import fleet_inventory
 
 pytestmark = [
     pytest.mark.skipif(testhosts.available() is not None, reason=str(testhosts.available())),

@@ -17,7 +17,7 @@ import yaml
 from testhosts import fleet, leftovers
 
 from tui.localfleet import degrade
-from tui.localfleet.fleet import Fleet
+from tui.localfleet.hosts import Fleet
 
 pytestmark = pytest.mark.skipif(
     testhosts.available() is not None, reason=str(testhosts.available())

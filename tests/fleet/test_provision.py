@@ -9,7 +9,7 @@
 - A host without the accelerator its group claims fails the facts check, named.
 
 Each host has its own overlays over /etc, /usr, /var and the other directories a role
-writes (tui/localfleet/fleet.py): the roles write their default paths (the service user,
+writes (tui/localfleet/hosts.py): the roles write their default paths (the service user,
 /etc/docker/daemon.json, /etc/ansible/facts.d), the tests read them from the host's
 overlay, and this machine stays as it was (tests/machine_guard.py checks). The data and
 run roots lie under each host's directory, which hosts share with this machine.
@@ -35,7 +35,7 @@ from conftest import REPO
 from dockerd import Dockerd, missing
 
 from tui.catalog import images
-from tui.localfleet import fleet as localfleet
+from tui.localfleet.inventory import fleet_inventory
 
 BIN = Path(sys.executable).parent  # ansible-playbook of this environment
 SERVICE_USER = "fleetperf"
@@ -585,7 +585,7 @@ def test_check_mode_on_a_fresh_fleet_up_host(net, tmp_path):
     data root already there (staged data): every role runs clean; the diff shows the
     service user and the directories it would make; nothing is made."""
     host = net.add_host("fresh1")
-    inventory = localfleet.fleet_inventory(net)
+    inventory = fleet_inventory(net)
     hosts = inventory["all"]["children"]["cpu"]["hosts"]
     hosts = {"fresh1": hosts["fresh1"]}  # this test's host only
     data_root = host.root / "data"

@@ -26,7 +26,7 @@ from conftest import REPO
 
 from tui.catalog import images
 from tui.engine.provision import what_changed
-from tui.localfleet import fleet as localfleet
+from tui.localfleet.inventory import fleet_inventory
 
 BIN = Path(sys.executable).parent
 
@@ -150,7 +150,7 @@ def test_check_preview_on_a_fleet_up_host(tmp_path):
     tmpdir.mkdir()
     with testhosts.TestNetwork(tmp_path / "net") as net:
         host = net.add_host("preview1")
-        inventory = localfleet.fleet_inventory(net)  # as fleetperf fleet up 1 writes it
+        inventory = fleet_inventory(net)  # as fleetperf fleet up 1 writes it
         hv = inventory["all"]["children"]["cpu"]["hosts"]["preview1"]
         hv["fleetperf_data_root"] = str(host.root / "data")  # not the repository's data/
         hv["fleetperf_common_apt_cache_valid_time"] = 10 * 365 * 86400  # no route out

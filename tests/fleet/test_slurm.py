@@ -22,13 +22,11 @@ import yaml
 from conftest import REPO, Fleetperf
 from testhosts import fleet, leftovers
 
-from tui.localfleet import fleet as localfleet
+from tui.localfleet import hosts, slurm
 
 pytestmark = [
     pytest.mark.skipif(testhosts.available() is not None, reason=str(testhosts.available())),
-    pytest.mark.skipif(
-        localfleet.slurm_available() is not None, reason=str(localfleet.slurm_available())
-    ),
+    pytest.mark.skipif(slurm.slurm_available() is not None, reason=str(slurm.slurm_available())),
     pytest.mark.xdist_group("slurm"),  # one cluster, its tests one after another
     pytest.mark.slow,  # a real Slurm cluster: its start alone takes seconds
 ]
@@ -40,10 +38,10 @@ class Cluster:
         self.workdir = workdir
         self.inventory = workdir / "inventory.yml"
         self.state = json.loads((workdir / "fleet.json").read_text())
-        self.fleet = localfleet.Fleet.load(workdir)
+        self.fleet = hosts.Fleet.load(workdir)
 
     def login(self, *argv: str) -> str:
-        return self.fleet.hosts[localfleet.LOGIN].ssh(*argv).stdout
+        return self.fleet.hosts[slurm.LOGIN].ssh(*argv).stdout
 
     def jobs(self) -> list[str]:
         return self.login("squeue", "-h", "-o", "%i %T").split("\n")[:-1]

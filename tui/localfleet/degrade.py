@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tui.localfleet.fleet import Host
+    from tui.localfleet.hosts import Host
 
 CPU_ROOT = Path("/sys/fs/cgroup/cpu")  # this machine's cgroup v1 cpu hierarchy
 PERIOD_US = 100_000
