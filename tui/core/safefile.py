@@ -82,6 +82,17 @@ def make_dirs(path: Path, *, exist_ok: bool = True) -> None:
         os.close(fd)
 
 
+def appending(path: Path, mode: int = PRIVATE) -> BinaryIO:
+    """``path`` opened to append to (made ``mode`` if new): a link there is never followed,
+    and anything but a regular file is refused (OSError), as a log needs."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = os.open(path, flags, mode)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return os.fdopen(fd, "ab")
+
+
 def open_regular(path: Path) -> BinaryIO:
     """``path`` opened for reading where it is a regular file in a directory that is not
     a link, as a reader of another controller's run directory needs: neither the file

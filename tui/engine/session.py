@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import logging
 import os
 import shutil
 import threading
 import time
-import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -65,6 +65,9 @@ if TYPE_CHECKING:
     from tui.results.store import ResultStore
 
 Callback = Callable[[Event], None]
+# An internal error's traceback: to stderr where no front end took the logger (logging's
+# last resort), to the app's log file in the app (tui/app/__init__.py).
+_LOG = logging.getLogger(__name__)
 FOLLOW_POLL_S = 0.5  # how often a followed run's log and record are read
 CLOSE_S = 2.0  # how long closing a followed run waits for its follower
 
@@ -243,7 +246,7 @@ class Batch:
         try:
             self._session._execute(runs, self.batch_id, ended)
         except Exception as exc:  # a bug (or a store that stays locked): say so, go on
-            traceback.print_exc()
+            _LOG.exception("internal error")
             for run in runs:
                 if not run.done:
                     run._finish("failed", f"internal error: {exc!r}", None)
@@ -511,7 +514,7 @@ class Session:
             try:
                 outcome = outcome_of()
             except Exception as exc:  # a bug: the record says so; the remote work is stopped
-                traceback.print_exc()
+                _LOG.exception("internal error")
                 outcome = Outcome("failed", f"internal error: {exc!r}")
                 executor_for_launch(launch).stop([launch])
             if outcome.status == "bad_input":
@@ -532,7 +535,7 @@ class Session:
             self.store.add(record)
             run._finish(outcome.status, outcome.error, record)
         except Exception as exc:  # a store that stays locked: say so, go on
-            traceback.print_exc()
+            _LOG.exception("internal error")
             if not run.done:
                 run._finish("failed", f"internal error: {exc!r}", None)
         finally:

@@ -17,12 +17,12 @@ import contextlib
 import importlib
 import importlib.machinery
 import importlib.util
+import logging
 import os
 import shutil
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -40,6 +40,9 @@ from tui.executors.base import Launch, Outcome, Started
 from tui.executors.stop import StoppedByPlaybook
 from tui.executors.tracker import HAND_BACK, PREFLIGHT_PLAY, Tracker, conclude, prepare
 
+# An internal error's traceback: to stderr where no front end took the logger (logging's
+# last resort), to the app's log file in the app (tui/app/__init__.py).
+_LOG = logging.getLogger(__name__)
 SETTING = "FLEETPERF_DIRECT"  # "0": every run through the play; "1" (the default): direct
 _PACKAGE = "fleetperf_hostside"  # playbooks/module_utils, as a package of its own here
 _LOCAL = ("local", "ansible.builtin.local")  # the connections that mean this machine
@@ -219,7 +222,7 @@ class Direct(StoppedByPlaybook):
                     _host_files().release(r.lease, launch.run_id)
             event("runner_on_ok", "debug", {}, task=HAND_BACK)
         except Exception as exc:  # a bug: the run fails with it (a launched workload: stopped)
-            traceback.print_exc()
+            _LOG.exception("internal error")
             event("runner_on_failed", "", {"msg": f"internal error: {exc!r}"})
         finally:
             tracker.ended.set()

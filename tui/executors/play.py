@@ -5,10 +5,10 @@ fleetperf_docker.py); playbooks/stop.yml stops them."""
 
 from __future__ import annotations
 
+import logging
 import shutil
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,9 @@ from tui.executors.extravars import declared
 from tui.executors.stop import StoppedByPlaybook, stop_runs
 from tui.executors.tracker import Tracker, conclude, prepare
 
+# An internal error's traceback: to stderr where no front end took the logger (logging's
+# last resort), to the app's log file in the app (tui/app/__init__.py).
+_LOG = logging.getLogger(__name__)
 CANCEL_SETTLE_S = 0.3  # a cancel seen this long: the batch's other cancels have come too
 
 
@@ -98,7 +101,7 @@ class Play(StoppedByPlaybook):
                 )
                 self.rc, self.status = runner.rc, runner.status
             except Exception as exc:  # a bug: each run fails with it, its work is stopped
-                traceback.print_exc()
+                _LOG.exception("internal error")
                 self.status = f"with an internal error: {exc!r}"
                 self._kill.set()
             if self._kill.is_set():  # ansible-playbook was stopped, maybe before its cleanup
