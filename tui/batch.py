@@ -22,8 +22,9 @@ from tui.core.events import Event, HostState, MetricSample, RunFinished, RunStar
 from tui.core.eventtext import event_text
 from tui.core.paths import default_results_dir
 from tui.core.term import printable
+from tui.engine.handles import Batch
 from tui.engine.inventory import Inventory
-from tui.engine.session import Batch, Session
+from tui.engine.session import Session
 from tui.results.interrupted import interrupted_line
 from tui.results.record import RunRecord
 from tui.results.report import fmt_band

@@ -153,7 +153,7 @@ def now_iso(ago_s: float = 0.0) -> str:
 
 
 def followers(run_ids: set[str]) -> list[threading.Thread]:
-    """The threads following runs (tui/engine/session.py FollowedRun names each by its run)."""
+    """The threads following runs (tui/engine/following.py FollowedRun names each by its run)."""
     return [t for t in threading.enumerate() if t.name in run_ids]
 
 

@@ -33,7 +33,8 @@ from tui.core.events import (
 )
 from tui.core.paths import DEFAULT_INVENTORY
 from tui.engine.attach import RunLog, logged_event
-from tui.engine.session import FollowedRun, Session
+from tui.engine.following import FollowedRun
+from tui.engine.session import Session
 from tui.results.record import RunRecord
 from tui.results.store import ResultStore
 

@@ -16,7 +16,8 @@ from conftest import REPO, Fleetperf, local_host, write_inventory
 from tui.catalog import catalog
 from tui.core.errors import CatalogError, InventoryError
 from tui.core.events import Event, HostState, MetricSample, RunFinished, RunStarted
-from tui.engine.session import REPLAY_SAMPLES, RunPlan, Session, _Subscribers
+from tui.engine.handles import REPLAY_SAMPLES, RunPlan, Subscribers
+from tui.engine.session import Session
 from tui.executors.ansiblerun import PLAY_FILE
 
 
@@ -200,7 +201,7 @@ def test_a_precision_the_vendor_cannot_run_is_refused_before_launch(tmp_path: Pa
 
 
 def test_a_late_subscriber_gets_every_state_and_the_newest_samples_in_order() -> None:
-    subscribers = _Subscribers()
+    subscribers = Subscribers()
     emitted: list[Event] = [RunStarted("r", "c", "cpu/CPUx1x1", ["h"], 0.0)]
     for step in range(REPLAY_SAMPLES + 100):
         if step == 50:  # a state among the samples that will be dropped from the replay

@@ -13,7 +13,8 @@ from conftest import REPO, Fleetperf, local_host, write_inventory
 
 from tui.core.events import CaseResult, parse
 from tui.core.text import printable
-from tui.engine.session import RunPlan, Session
+from tui.engine.handles import RunPlan
+from tui.engine.session import Session
 from tui.qualify import output
 from tui.qualify.judge import Rule
 from tui.qualify.run import Qualification, QualifyArgs

@@ -32,7 +32,8 @@ from tui.batch import ProgressPrinter
 from tui.catalog import catalog
 from tui.core.events import LAUNCH_ACTION, TAIL_ACTION, RunStarted
 from tui.core.text import MAX_TEXT, printable
-from tui.engine.session import Batch, RunPlan, Session
+from tui.engine.handles import Batch, RunPlan
+from tui.engine.session import Session
 from tui.executors import tracker as runs
 from tui.executors.base import Outcome, new_run_id
 from tui.results import report, tables

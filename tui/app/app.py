@@ -23,7 +23,8 @@ from tui.app.screens.dialogs import ConfirmScreen, HelpScreen
 from tui.core import paths
 from tui.core.paths import store_path
 from tui.core.term import printable
-from tui.engine.session import Batch, RunHandle, RunPlan, Session
+from tui.engine.handles import Batch, RunHandle, RunPlan
+from tui.engine.session import Session
 
 # The footer shows the five screen keys as one group ("12345 screens"); help names each.
 SCREENS = Binding.Group("screens", compact=True)

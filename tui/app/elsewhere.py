@@ -1,7 +1,7 @@
 """Which runs of other controllers the Runs screen follows (issue 39 point 9).
 
 Following a run costs a thread that reads the store and the run's log every 0.5 s
-(tui/engine/session.py FollowedRun). A record says ``running`` until its controller ends
+(tui/engine/following.py FollowedRun). A record says ``running`` until its controller ends
 it, and one whose controller died on another machine (or that a hostile writer of a
 shared store made up) says so forever: so only the newest few with a recent sign of life
 are followed, the rest are listed. No textual here.

@@ -2,26 +2,24 @@
 
 Both front ends drive it: ``--batch`` (tui/batch.py, a printer) and the terminal app
 (tui/app/). ``Session.plan`` checks everything before anything starts; ``Session.start``
-runs the plans in background threads, runs that share no host at the same time: those that
-can start together through one play of run.yml over all their hosts (a Slurm run through
-its own slurm.yml), each run ending, and freeing its hosts, as soon as its own hosts are
-done. Each run's executor comes from its hosts' kind (tui/executors/registry.py).
-Callbacks run on engine threads. No torch, no textual.
+runs the plans in background threads (a ``Batch`` of ``RunHandle``: tui/engine/handles.py;
+a run another controller runs is followed: tui/engine/following.py), runs that share no
+host at the same time: those that can start together through one play of run.yml over all
+their hosts (a Slurm run through its own slurm.yml), each run ending, and freeing its hosts,
+as soon as its own hosts are done. Each run's executor comes from its hosts' kind
+(tui/executors/registry.py). Callbacks run on engine threads. No torch, no textual.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import os
 import shutil
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -29,20 +27,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from tui.catalog import catalog, images
 from tui.catalog.metrics import CaseMetric
 from tui.core import liveness, paths, stream
-from tui.core.errors import InventoryError, StoreError, UsageError
+from tui.core.errors import InventoryError, UsageError
 from tui.core.events import (
     DROPPED,
     CaseResult,
-    Dropped,
-    Event,
-    MetricSample,
-    RunFinished,
     RunStarted,
-    RunStatus,
-    SysSample,
 )
 from tui.core.paths import default_data_root
-from tui.engine import attach, hostcheck
+from tui.engine import hostcheck
+from tui.engine.following import FOLLOW_POLL_S, FollowedRun, owner_text
+from tui.engine.handles import Batch, RunHandle, RunPlan
 from tui.engine.inventory import Inventory, executor_of, load_inventory, select_hosts
 from tui.executors.base import (
     DEFAULT_KIND,
@@ -58,296 +52,14 @@ from tui.executors.registry import executor_for, executor_for_launch
 from tui.executors.stop import STOPPED
 from tui.results import references
 from tui.results.interrupted import controller_id, mark_interrupted
-from tui.results.monitoring import Monitor
 from tui.results.record import RunRecord, is_run_id, now_utc_iso, write_result_json
 
 if TYPE_CHECKING:
     from tui.results.store import ResultStore
 
-Callback = Callable[[Event], None]
 # An internal error's traceback: to stderr where no front end took the logger (logging's
 # last resort), to the app's log file in the app (tui/app/__init__.py).
 _LOG = logging.getLogger(__name__)
-FOLLOW_POLL_S = 0.5  # how often a followed run's log and record are read
-CLOSE_S = 2.0  # how long closing a followed run waits for its follower
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    run_id: str
-    spec: catalog.RunSpec
-    hosts: list[str]
-
-
-REPLAY_SAMPLES = 5000  # the newest samples a late subscriber gets back (other events: all)
-
-
-class _Subscribers:
-    """Callbacks for a stream of events. A late subscriber first gets the events so far,
-    so subscribing just after ``start()`` misses nothing (events emitted during that
-    replay may interleave with it). Of the samples, which a long run emits without end,
-    only the newest ``REPLAY_SAMPLES`` are kept for that."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._callbacks: list[Callback] = []
-        self._seq = itertools.count()
-        self._kept: list[tuple[int, Event]] = []
-        self._samples: deque[tuple[int, Event]] = deque(maxlen=REPLAY_SAMPLES)
-
-    def subscribe(self, cb: Callback) -> Callable[[], None]:
-        with self._lock:
-            self._callbacks.append(cb)
-            past = list(heapq.merge(self._kept, self._samples, key=lambda entry: entry[0]))
-        for _, ev in past:
-            cb(ev)
-
-        def unsubscribe() -> None:
-            with self._lock:
-                if cb in self._callbacks:
-                    self._callbacks.remove(cb)
-
-        return unsubscribe
-
-    def emit(self, ev: Event) -> None:
-        with self._lock:
-            entry = (next(self._seq), ev)
-            if isinstance(ev, MetricSample | SysSample):
-                self._samples.append(entry)
-            else:
-                self._kept.append(entry)
-            callbacks = list(self._callbacks)
-        for cb in callbacks:
-            cb(ev)
-
-
-class RunHandle:
-    """One planned run: its status, its record once it ended, its events."""
-
-    def __init__(self, plan: RunPlan, batch: Batch) -> None:
-        self.run_id = plan.run_id
-        self.plan = plan
-        self.status: RunStatus = "queued"
-        self.record: RunRecord | None = None
-        self.error: str | None = None
-        self._batch = batch
-        self._subscribers = _Subscribers()
-        self._cancel = threading.Event()
-        self._done = threading.Event()
-        # The run's sys samples, folded as they come: the record's energy and monitoring.
-        config = plan.spec.config
-        self._monitor = Monitor(config.vendor, config.nproc_per_node)
-
-    def subscribe(self, cb: Callback) -> Callable[[], None]:
-        return self._subscribers.subscribe(cb)
-
-    def cancel(self) -> None:
-        """Stop the run (remote work included); a queued run never starts."""
-        self._cancel.set()
-
-    def wait(self, timeout: float | None = None) -> RunRecord | None:
-        self._done.wait(timeout)
-        return self.record
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def _emit(self, ev: Event) -> None:
-        if isinstance(ev, SysSample):
-            self._monitor.add(ev)
-        self._subscribers.emit(ev)
-        self._batch._subscribers.emit(ev)
-
-    def _finish(self, status: RunStatus, error: str | None, record: RunRecord | None) -> None:
-        self.status, self.error, self.record = status, error, record
-        self._emit(RunFinished(self.run_id, status, error, time.time()))
-        self._done.set()
-
-
-class Batch:
-    """Runs started together; a run waits while another run of the batch holds its hosts."""
-
-    def __init__(self, session: Session, plans: list[RunPlan]) -> None:
-        self.batch_id = new_run_id("batch")
-        self.runs = [RunHandle(plan, self) for plan in plans]
-        self._session = session
-        self._subscribers = _Subscribers()
-        self._stop = threading.Event()
-        self._wake = threading.Condition()
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._schedule, name=self.batch_id, daemon=True)
-
-    def subscribe(self, cb: Callback) -> Callable[[], None]:
-        return self._subscribers.subscribe(cb)
-
-    def cancel(self) -> None:
-        """Stop every run: running ones stop their remote work, queued ones never start."""
-        self._stop.set()
-        for run in self.runs:
-            run.cancel()
-        with self._wake:
-            self._wake.notify_all()
-
-    def wait(self, timeout: float | None = None) -> list[RunRecord]:
-        self._done.wait(timeout)
-        return [run.record for run in self.runs if run.record is not None]
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def _schedule(self) -> None:
-        queue, busy, threads = list(self.runs), set[str](), []
-        try:
-            while queue:
-                with self._wake:
-                    if self._stop.is_set():
-                        break
-                    claimed, starting = set(busy), []
-                    for run in list(queue):
-                        if run._cancel.is_set():
-                            queue.remove(run)
-                            run._finish("aborted", "cancelled before it started", None)
-                        elif claimed.isdisjoint(run.plan.hosts):
-                            queue.remove(run)
-                            busy.update(run.plan.hosts)
-                            starting.append(run)
-                        # Later runs may not overtake an earlier one waiting for its hosts.
-                        claimed.update(run.plan.hosts)
-                    if starting:
-                        thread = threading.Thread(
-                            target=self._run,
-                            args=(starting, busy),
-                            name=starting[0].run_id,
-                            daemon=True,
-                        )
-                        threads.append(thread)
-                        thread.start()
-                    if queue:
-                        self._wake.wait(0.5)
-            for run in queue:
-                run._finish("aborted", "not started: the batch stopped", None)
-            for thread in threads:
-                thread.join()
-        finally:
-            self._done.set()
-
-    def _run(self, runs: list[RunHandle], busy: set[str]) -> None:
-        """Runs that start together; each frees its hosts as it ends."""
-
-        def ended(run: RunHandle) -> None:
-            with self._wake:
-                busy.difference_update(run.plan.hosts)
-                if run.status in ("aborted", "bad_input"):
-                    self._stop.set()  # as one run is refused or aborted, the batch stops
-                self._wake.notify_all()
-
-        try:
-            self._session._execute(runs, self.batch_id, ended)
-        except Exception as exc:  # a bug (or a store that stays locked): say so, go on
-            _LOG.exception("internal error")
-            for run in runs:
-                if not run.done:
-                    run._finish("failed", f"internal error: {exc!r}", None)
-                    ended(run)
-
-
-class FollowedRun:
-    """A run another controller runs, followed read-only: the events that controller logs
-    in the run's directory (tui/engine/attach.py) as they come, then the run's end as the
-    store records it. Subscribed to as a RunHandle is; only its own controller stops it."""
-
-    def __init__(self, session: Session, record: RunRecord, poll_s: float) -> None:
-        self.run_id = record.run_id
-        self.started = record  # the record as the store had it when following began
-        self.owner = owner_text(record.controller)
-        self.status: RunStatus = "running"
-        self.error: str | None = None
-        self.record: RunRecord | None = None  # once it ended; None if its record went
-        self._session = session
-        self._poll_s = poll_s
-        self._log = attach.RunLog(session.results_dir / "runs" / record.run_id / "events.jsonl")
-        self._subscribers = _Subscribers()
-        self._closed = threading.Event()
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._follow, name=self.run_id, daemon=True)
-
-    def subscribe(self, cb: Callback) -> Callable[[], None]:
-        return self._subscribers.subscribe(cb)
-
-    def cancel(self) -> None:
-        """Refused: UsageError, one line naming the controller that can stop the run."""
-        raise UsageError(
-            f"run {self.run_id} belongs to controller {self.owner}: read-only here;"
-            " cancel it from that controller"
-        )
-
-    def wait(self, timeout: float | None = None) -> RunRecord | None:
-        self._done.wait(timeout)
-        return self.record
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def close(self) -> None:
-        """Stop following (the run goes on), waiting at most ``CLOSE_S`` for the follower:
-        a store or file that does not answer must not hold the app's exit (the thread is
-        a daemon)."""
-        self._closed.set()
-        self._thread.join(CLOSE_S)
-
-    def _follow(self) -> None:
-        record = self.started
-        ref, begun = f"{record.vendor}/{record.config}", _timestamp(record.started)
-        self._subscribers.emit(RunStarted(self.run_id, record.case, ref, record.hosts, begun))
-        try:
-            while True:
-                # The record first: once it says the run ended, the log is whole
-                # (tui/engine/session.py _conclude), and the lines read next are the last.
-                current = self._current(record)
-                for line in self._log.lines():
-                    ev = attach.logged_event(self.run_id, line)
-                    if not isinstance(ev, Dropped):
-                        self._subscribers.emit(ev)
-                if current is None or current.status != "running":
-                    break
-                record = current
-                if self._closed.wait(self._poll_s):
-                    return
-        finally:
-            self._log.close()
-        self.record = current
-        # A record gone while it ran: its controller refused the run before any launch.
-        self.status = current.status if current else "bad_input"
-        self.error = current.error if current else "refused before it started (no record kept)"
-        self._subscribers.emit(RunFinished(self.run_id, self.status, self.error, time.time()))
-        self._done.set()
-
-    def _current(self, last: RunRecord) -> RunRecord | None:
-        """The run's record now; the last one read while the store cannot be read. A run
-        whose controller this one can prove gone is marked interrupted first, as at
-        start-up (tui/results/store.py mark_interrupted)."""
-        try:
-            if liveness.proven_dead(liveness.parse(last.controller)):
-                mark_interrupted(self._session.store)
-            return self._session.store.get(self.run_id)
-        except StoreError:  # locked or lost for now: read again at the next poll
-            return last
-
-
-def owner_text(controller: str | None) -> str:
-    """Who runs a run, from its record's lease: its host and pid."""
-    lease = liveness.parse(controller)
-    return "unknown" if lease is None else f"{lease.host} pid {lease.pid}"
-
-
-def _timestamp(iso: str) -> float:
-    try:
-        return datetime.fromisoformat(iso).timestamp()
-    except ValueError:
-        return time.time()
 
 
 def _check_image(inv: Inventory, spec: catalog.RunSpec, hosts: list[str]) -> None:

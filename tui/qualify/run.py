@@ -27,7 +27,8 @@ from tui.core.errors import InventoryError, UsageError, UserInputError
 from tui.core.events import Event, RunFinished
 from tui.core.term import printable
 from tui.engine import hostcheck
-from tui.engine.session import RunPlan, Session
+from tui.engine.handles import RunPlan
+from tui.engine.session import Session
 from tui.executors.base import new_run_id
 from tui.qualify import keep, output
 from tui.qualify.judge import Sample, judge, judge_links

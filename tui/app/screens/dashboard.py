@@ -25,7 +25,7 @@ from tui.app.widgets.charts import Chart, RunProgress
 from tui.app.widgets.hosttable import HostTable
 from tui.catalog import catalog
 from tui.core.errors import CatalogError, UserInputError
-from tui.engine.session import FollowedRun
+from tui.engine.following import FollowedRun
 from tui.results.record import RunRecord
 from tui.results.report import headline
 
