@@ -34,6 +34,7 @@ from tui.core.events import (
 from tui.core.paths import DEFAULT_INVENTORY
 from tui.engine.attach import RunLog, logged_event
 from tui.engine.following import FollowedRun
+from tui.engine.handles import RunHandleLike
 from tui.engine.session import Session
 from tui.results.record import RunRecord
 from tui.results.store import ResultStore
@@ -182,7 +183,7 @@ def test_follow_a_batch_from_another_process_to_its_end(emitter: Fleetperf) -> N
     try:
         running = _listed(s, proc)
         handle = s.follow(running.run_id, poll_s=0.1)
-        assert isinstance(handle, FollowedRun)
+        assert isinstance(handle, FollowedRun) and isinstance(handle, RunHandleLike)
         assert handle.owner == f"{liveness.this_controller().host} pid {proc.pid}"
         seen: list[Event] = []
         lock = threading.Lock()

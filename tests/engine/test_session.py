@@ -16,7 +16,7 @@ from conftest import REPO, Fleetperf, local_host, write_inventory
 from tui.catalog import catalog
 from tui.core.errors import CatalogError, InventoryError
 from tui.core.events import Event, HostState, MetricSample, RunFinished, RunStarted
-from tui.engine.handles import REPLAY_SAMPLES, RunPlan, Subscribers
+from tui.engine.handles import REPLAY_SAMPLES, RunHandleLike, RunPlan, Subscribers
 from tui.engine.session import Session
 from tui.executors.ansiblerun import PLAY_FILE
 
@@ -81,6 +81,7 @@ def test_independent_runs_share_no_host_and_run_at_once(emitter: Fleetperf, tmp_
     finally:
         s.close()
     assert batch.done and [r.status for r in batch.runs] == ["passed"] * 3
+    assert all(isinstance(r, RunHandleLike) for r in batch.runs)  # as a followed run is
     assert [r.run_id for r in records] == [p.run_id for p in plans]
     started = {ev.run_id: ev.t for ev in seen if isinstance(ev, RunStarted)}
     finished = {ev.run_id: ev.t for ev in seen if isinstance(ev, RunFinished)}

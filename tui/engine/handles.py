@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from tui.catalog import catalog
 from tui.core.events import (
@@ -39,6 +39,7 @@ Callback = Callable[[Event], None]
 _LOG = logging.getLogger(__name__)
 
 
+@runtime_checkable
 class RunHandleLike(Protocol):
     """What the front ends use of a run, started here or followed: its id, status, error
     and record (once it ended), its events, its end."""
