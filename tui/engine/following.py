@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -19,7 +18,7 @@ from tui.core.events import (
     RunStatus,
 )
 from tui.engine import attach
-from tui.engine.handles import Callback, Subscribers
+from tui.engine.handles import RunEnds
 from tui.results.interrupted import mark_interrupted
 from tui.results.record import RunRecord
 
@@ -31,12 +30,13 @@ FOLLOW_POLL_S = 0.5  # how often a followed run's log and record are read
 CLOSE_S = 2.0  # how long closing a followed run waits for its follower
 
 
-class FollowedRun:
+class FollowedRun(RunEnds):
     """A run another controller runs, followed read-only: the events that controller logs
     in the run's directory (tui/engine/attach.py) as they come, then the run's end as the
     store records it. Subscribed to as a RunHandle is; only its own controller stops it."""
 
     def __init__(self, session: Session, record: RunRecord, poll_s: float) -> None:
+        super().__init__()
         self.run_id = record.run_id
         self.started = record  # the record as the store had it when following began
         self.owner = owner_text(record.controller)
@@ -46,13 +46,8 @@ class FollowedRun:
         self._session = session
         self._poll_s = poll_s
         self._log = attach.RunLog(session.results_dir / "runs" / record.run_id / "events.jsonl")
-        self._subscribers = Subscribers()
         self._closed = threading.Event()
-        self._done = threading.Event()
         self._thread = threading.Thread(target=self._follow, name=self.run_id, daemon=True)
-
-    def subscribe(self, cb: Callback) -> Callable[[], None]:
-        return self._subscribers.subscribe(cb)
 
     def cancel(self) -> None:
         """Refused: UsageError, one line naming the controller that can stop the run."""
@@ -60,14 +55,6 @@ class FollowedRun:
             f"run {self.run_id} belongs to controller {self.owner}: read-only here;"
             " cancel it from that controller"
         )
-
-    def wait(self, timeout: float | None = None) -> RunRecord | None:
-        self._done.wait(timeout)
-        return self.record
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
 
     def close(self) -> None:
         """Stop following (the run goes on), waiting at most ``CLOSE_S`` for the follower:

@@ -108,37 +108,50 @@ class Subscribers:
             cb(ev)
 
 
-class RunHandle:
+class Ends:
+    """Events to subscribe to and an end: what a batch, a run and a followed run share."""
+
+    def __init__(self) -> None:
+        self._subscribers = Subscribers()
+        self._done = threading.Event()
+
+    def subscribe(self, cb: Callback) -> Callable[[], None]:
+        return self._subscribers.subscribe(cb)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+
+class RunEnds(Ends):
+    """A run's: ``wait`` gives its record once it ended."""
+
+    record: RunRecord | None
+
+    def wait(self, timeout: float | None = None) -> RunRecord | None:
+        self._done.wait(timeout)
+        return self.record
+
+
+class RunHandle(RunEnds):
     """One planned run: its status, its record once it ended, its events."""
 
     def __init__(self, plan: RunPlan, batch: Batch) -> None:
+        super().__init__()
         self.run_id = plan.run_id
         self.plan = plan
         self.status: RunStatus = "queued"
         self.record: RunRecord | None = None
         self.error: str | None = None
         self._batch = batch
-        self._subscribers = Subscribers()
         self._cancel = threading.Event()
-        self._done = threading.Event()
         # The run's sys samples, folded as they come: the record's energy and monitoring.
         config = plan.spec.config
         self._monitor = Monitor(config.vendor, config.nproc_per_node)
 
-    def subscribe(self, cb: Callback) -> Callable[[], None]:
-        return self._subscribers.subscribe(cb)
-
     def cancel(self) -> None:
         """Stop the run (remote work included); a queued run never starts."""
         self._cancel.set()
-
-    def wait(self, timeout: float | None = None) -> RunRecord | None:
-        self._done.wait(timeout)
-        return self.record
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
 
     def _emit(self, ev: Event) -> None:
         if isinstance(ev, SysSample):
@@ -152,21 +165,17 @@ class RunHandle:
         self._done.set()
 
 
-class Batch:
+class Batch(Ends):
     """Runs started together; a run waits while another run of the batch holds its hosts."""
 
     def __init__(self, session: Session, plans: list[RunPlan]) -> None:
+        super().__init__()
         self.batch_id = new_run_id("batch")
         self.runs = [RunHandle(plan, self) for plan in plans]
         self._session = session
-        self._subscribers = Subscribers()
         self._stop = threading.Event()
         self._wake = threading.Condition()
-        self._done = threading.Event()
         self._thread = threading.Thread(target=self._schedule, name=self.batch_id, daemon=True)
-
-    def subscribe(self, cb: Callback) -> Callable[[], None]:
-        return self._subscribers.subscribe(cb)
 
     def cancel(self) -> None:
         """Stop every run: running ones stop their remote work, queued ones never start."""
@@ -179,10 +188,6 @@ class Batch:
     def wait(self, timeout: float | None = None) -> list[RunRecord]:
         self._done.wait(timeout)
         return [run.record for run in self.runs if run.record is not None]
-
-    @property
-    def done(self) -> bool:
-        return self._done.is_set()
 
     def _schedule(self) -> None:
         queue, busy, threads = list(self.runs), set[str](), []
