@@ -11,28 +11,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from tui.qualify.judge import LinkReport, Rule, judge_links
-from tui.qualify.records import metric_label, rule_for
+from tui.qualify.records import link_samples, rule_for
 from tui.qualify.rules import suite_rules
 from tui.qualify.run import LINK_SUITE
 from tui.results.record import RunRecord
-
-
-def samples(
-    records: Iterable[RunRecord], rules: Mapping[str, Rule]
-) -> dict[str, dict[tuple[str, str], list[float]]]:
-    """Each judged link metric's samples by pair (label: case config metric), from the
-    passed runs on two hosts, as the command collects them."""
-    found: dict[str, dict[tuple[str, str], list[float]]] = {}
-    for r in records:
-        if r.status != "passed" or len(r.hosts) != 2 or r.hosts[0] == r.hosts[1]:
-            continue
-        a, b = r.hosts
-        for name, value in r.metrics.items():
-            if name in rules and value is not None:
-                found.setdefault(metric_label(r, name), {}).setdefault((a, b), []).append(
-                    float(value)
-                )
-    return found
 
 
 def judged(
@@ -46,7 +28,7 @@ def judged(
     if not batches:
         return {}
     rules = suite_rules(LINK_SUITE) if rules is None else rules
-    found = samples((r for r in records if r.batch_id in batches), rules)
+    found = link_samples((r for r in records if r.batch_id in batches), rules)
     return {
         label: judge_links(pairs, rule_for(label, rules)) for label, pairs in sorted(found.items())
     }

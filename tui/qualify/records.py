@@ -4,6 +4,7 @@ rule it is judged by, and the run's covariates (busy, throttled)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping
 
 from tui.qualify.judge import Rule
 from tui.results.record import RunRecord
@@ -31,3 +32,21 @@ def covariates(record: RunRecord) -> tuple[str | None, str | None]:
             value = next((n for n in record.notes if n.startswith(f"{key}: ")), None)
         found.append(value.removeprefix(f"{key}: ") or None if value else None)
     return found[0], found[1]
+
+
+def link_samples(
+    records: Iterable[RunRecord], rules: Mapping[str, Rule]
+) -> dict[str, dict[tuple[str, str], list[float]]]:
+    """Each judged link metric's samples by pair (label: case config metric), from the
+    passed runs on two hosts, as the command collects them."""
+    found: dict[str, dict[tuple[str, str], list[float]]] = {}
+    for r in records:
+        if r.status != "passed" or len(r.hosts) != 2 or r.hosts[0] == r.hosts[1]:
+            continue
+        a, b = r.hosts
+        for name, value in r.metrics.items():
+            if name in rules and value is not None:
+                found.setdefault(metric_label(r, name), {}).setdefault((a, b), []).append(
+                    float(value)
+                )
+    return found

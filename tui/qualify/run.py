@@ -32,7 +32,7 @@ from tui.engine.session import Session
 from tui.executors.base import new_run_id
 from tui.qualify import keep, output
 from tui.qualify.judge import Sample, judge, judge_links
-from tui.qualify.records import covariates, metric_label, rule_for
+from tui.qualify.records import covariates, link_samples, metric_label, rule_for
 from tui.qualify.rules import suite_rules
 from tui.qualify.schedule import pair_rounds
 from tui.qualify.stragglers import Ranks, judge_ranks
@@ -289,13 +289,9 @@ class Qualification:
         a, b = plan.hosts
         kept = [r for r in records if r is not None and r.status == "passed"]
         shown = []
-        for record in kept:
-            for name, value in record.metrics.items():
-                if name in self.link_rules and value is not None:
-                    label = metric_label(record, name)
-                    self.measured.links.setdefault(label, {}).setdefault((a, b), []).append(
-                        float(value)
-                    )
+        for label, pairs in link_samples(kept, self.link_rules).items():
+            for pair, values in pairs.items():
+                self.measured.links.setdefault(label, {}).setdefault(pair, []).extend(values)
         for label, pairs in self.measured.links.items():
             if (a, b) in pairs:
                 shown.append(f"{label} {median(pairs[(a, b)]):.4g}")
