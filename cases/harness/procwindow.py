@@ -8,12 +8,13 @@ that started and ended inside the window counts through the parent that reaped i
 reaped by a process this host does not show (another pid namespace) is not seen. Processes
 of other containers are not visible in a container's /proc: they are not counted.
 
-fleetperf's own machinery is not other work either (``own``): the controller's modules on
-the host (``AnsiballZ_fleetperf_*``), the non-interactive SSH sessions they run in (whose
-reaped children's CPU lands on them), and, where the controller shares the machine, the
-controller (``-m tui.cli`` or ``fleetperf``), its descendants (ansible-playbook, ssh) and
-Ansible's SSH connection masters. Its CPU is reported apart (``fleetperf_cpu_s``): on hosts
-that share one machine, counted as other work it made almost every short run busy.
+fleetperf's own machinery is not other work either (``own``): Ansible's module runs on the
+host (the launch and the polls: the ``sh -c '... && sleep 0'`` wrapper and what it starts),
+the non-interactive SSH sessions they run in (whose reaped children's CPU lands on them),
+and, where the controller shares the machine, the controller (``-m tui.cli`` or
+``fleetperf``), its descendants (ansible-playbook, ssh) and Ansible's SSH connection masters.
+Its CPU is reported apart (``fleetperf_cpu_s``): on hosts that share one machine, counted
+as other work it made almost every short run busy.
 """
 
 from __future__ import annotations
@@ -40,20 +41,25 @@ def fleetperf_own(argv: list[str]) -> bool:
     neighbour look quiet to a run that then measures it: the numbers show it."""
     if not argv:
         return False
-    if any(os.path.basename(a).startswith("AnsiballZ_fleetperf_") for a in argv[:3]):
-        return True
     if _SSH_NOTTY.fullmatch(argv[0].strip()):
         return True
     if os.path.basename(argv[0]) == "ssh" and "[mux]" in argv[-1]:
         return any(d in a for a in argv for d in _MUX_DIRS)
-    return _controller(argv)
+    return _spawner(argv)
 
 
-def _controller(argv: list[str]) -> bool:
-    """The fleetperf controller: ``python -m tui.cli ...`` or the ``fleetperf`` script."""
+def _spawner(argv: list[str]) -> bool:
+    """A process whose descendants are fleetperf's too: the controller (``python -m
+    tui.cli``, the ``fleetperf`` script), or Ansible's wrapper of a module run (``/bin/sh -c
+    '... && sleep 0'``, or become's ``BECOME-SUCCESS-`` echo): with pipelining the module is
+    a bare ``python3`` reading its code from stdin, whose command line names nothing."""
     if "tui.cli" in argv[1:3] and "-m" in argv[:2]:
         return True
-    return any(os.path.basename(a) == "fleetperf" for a in argv[:2])
+    if any(os.path.basename(a) == "fleetperf" for a in argv[:2]):
+        return True
+    return argv[1:2] == ["-c"] and any(
+        a.endswith("&& sleep 0") or "BECOME-SUCCESS-" in a for a in argv[2:3]
+    )
 
 
 def _argv(proc: Path, pid: int) -> list[str]:
@@ -132,7 +138,7 @@ class ProcWindow:
         self._start = _read(proc)
         self._ours = _tree(self._start, root)
         self._own: set[_Key] = set()  # fleetperf's own, by command line
-        self._controllers: dict[_Key, bool] = {}  # ancestors asked whether a controller
+        self._spawners: dict[_Key, bool] = {}  # ancestors asked whether fleetperf's spawner
 
     def figures(self) -> dict[str, object]:
         """The window so far: ``others_cpu_s``, ``fleetperf_cpu_s``, ``window_s``,
@@ -171,23 +177,24 @@ class ProcWindow:
 
     def _own_keys(self, now: dict[_Key, tuple[int, str, int]], keys: set[_Key]) -> set[_Key]:
         """Those of ``keys`` (processes that used CPU in the window) that are fleetperf's own
-        or the controller's descendants. A yes is kept for the process's life; a no is asked
-        again (a process just forked may not have exec'd or titled itself yet)."""
+        or descend from one of its spawners (``_spawner``). A yes is kept for the process's
+        life; a no is asked again (a process just forked may not have exec'd or titled itself
+        yet)."""
         by_pid = {key[0]: key for key in now}
         found = set()
         for key in keys:
             if key not in self._own and fleetperf_own(_argv(self.proc, key[0])):
                 self._own.add(key)
-            if key in self._own or any(self._controller(a) for a in _ancestors(now, by_pid, key)):
+            if key in self._own or any(self._spawner(a) for a in _ancestors(now, by_pid, key)):
                 found.add(key)
         self._own &= now.keys()  # forget the ended: a long run's window must not grow
-        self._controllers = {k: v for k, v in self._controllers.items() if k in now}
+        self._spawners = {k: v for k, v in self._spawners.items() if k in now}
         return found
 
-    def _controller(self, key: _Key) -> bool:
-        if key not in self._controllers:
-            self._controllers[key] = _controller(_argv(self.proc, key[0]))
-        return self._controllers[key]
+    def _spawner(self, key: _Key) -> bool:
+        if key not in self._spawners:
+            self._spawners[key] = _spawner(_argv(self.proc, key[0]))
+        return self._spawners[key]
 
 
 def _ancestors(

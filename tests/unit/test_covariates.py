@@ -140,13 +140,14 @@ def test_the_runs_own_processes_are_not_others() -> None:
 
 
 # fleetperf's own machinery beside the run, each spinning as the others' neighbours do: a
-# module of the controller on the host, a non-interactive SSH session whose child ended in
+# module run as Ansible starts one with pipelining (``sh -c 'python3 && sleep 0'``, the
+# module's code on stdin), a non-interactive SSH session whose child ended in
 # the window (its CPU reaped onto the session), the controller itself (``python -m tui.cli``
 # from a package of that name) and a child of the controller; and an interactive session,
 # which is someone's work.
 def _own_window(tmp_path: Path, interactive: bool) -> dict:
     """The run's window beside fleetperf's own processes (and an interactive session)."""
-    module = tmp_path / "AnsiballZ_fleetperf_tail.py"
+    module = tmp_path / "module.py"  # its name says nothing: the wrapper is what is read
     module.write_text(SPIN)
     (tmp_path / "tui").mkdir()
     (tmp_path / "tui" / "__init__.py").write_text("")
@@ -162,7 +163,8 @@ def _own_window(tmp_path: Path, interactive: bool) -> dict:
     title = "sshd: root@pts/0" if interactive else "sshd: root@notty"
     neighbours = [["bash", "-c", f'exec -a "{title}" {python} -c "$0"', session]]
     if not interactive:  # alone, so that its reaped child has the CPU it asks for
-        neighbours += [[python, str(module)], [python, "-m", "tui.cli"]]
+        ansible = ["/bin/sh", "-c", f"{python} < {module} && sleep 0"]
+        neighbours += [ansible, [python, "-m", "tui.cli"]]
     run = RUN.format(harness=HARNESS, spin=SPIN)
     driver = (
         "import json, subprocess, sys, time\n"
