@@ -102,6 +102,21 @@ def wait_healthy(proc: subprocess.Popen, url: str, limit_s: float, log: Path) ->
     raise RuntimeError(f"the vLLM server was not healthy after {limit_s:.0f} s ({log_tail(log)})")
 
 
+def group_alive(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group ``pgid``, from /proc. A zombie still
+    counts for ``killpg(pgid, 0)``: the leader's children, orphaned, are reaped by init or a
+    subreaper in its own time."""
+    alive = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):  # gone meanwhile
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            alive.append(int(stat.parent.name))
+    return alive
+
+
 def stop(proc: subprocess.Popen) -> None:
     """SIGTERM to the server's process group, SIGKILL to what is left after the grace."""
     for sig, wait_s in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
@@ -109,10 +124,8 @@ def stop(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, sig)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            proc.poll()  # reaps the leader; its children in the group are init's to reap
-            try:
-                os.killpg(proc.pid, 0)
-            except ProcessLookupError:
+            proc.poll()  # reaps the leader; its orphaned children are init's to reap
+            if not group_alive(proc.pid):
                 return
             time.sleep(0.2)
 
