@@ -1,6 +1,6 @@
-"""The llm-serving case's load generator and metrics, without vLLM: its client against a
-real HTTP server of this test that streams server-sent events at known times, and the
-metric definitions against numpy and vLLM's formulas (cases/llm-serving/serving_metrics.py)."""
+"""The llm-serving case without vLLM: its load generator's client against a real HTTP
+server of this test that streams server-sent events at known times, the metric definitions
+against numpy and vLLM's formulas (cases/llm-serving/serving_metrics.py), and prepare."""
 
 from __future__ import annotations
 
@@ -119,3 +119,30 @@ def test_arrivals_and_lengths_as_vllms_random_load() -> None:
     assert {len(r.prompt) for r in plan} <= set(range(16, 49))
     assert {r.max_tokens for r in plan} == set(range(8, 25))
     assert plan == loadgen.requests(300, 32, 16, 0.5, [7, 8], seed=2)
+
+
+def test_prepare_writes_a_model_folder_in_the_real_formats(tmp_path) -> None:
+    """``prepare --synthetic``: safetensors, tokenizer.json and config.json as
+    save_pretrained writes them, a word-level tokenizer (a word, a token); ``--from`` a
+    folder without them: one line naming the file, exit 2."""
+    from conftest import Fleetperf
+    from transformers import AutoConfig, AutoTokenizer
+
+    fp = Fleetperf(REPO / "cases", tmp_path / "data", tmp_path / "results")
+    out = fp.run("prepare", "llm-serving", "--synthetic")
+    assert out.returncode == 0, out.stderr
+    model = tmp_path / "data" / "llm-serving" / "model"
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {
+        p.name for p in model.iterdir()
+    }
+    cfg = AutoConfig.from_pretrained(model)
+    assert (cfg.model_type, cfg.num_hidden_layers, cfg.hidden_size) == ("llama", 2, 128)
+    tok = AutoTokenizer.from_pretrained(model)
+    ids = tok("the dog ran home", add_special_tokens=False).input_ids
+    assert len(ids) == 4 and ids[3] == tok.unk_token_id  # "home" is no word of it
+    assert tok.decode(ids[:3]) == "the dog ran"
+
+    (tmp_path / "empty").mkdir()
+    out = fp.run("prepare", "llm-serving", "--from", str(tmp_path / "empty"))
+    assert out.returncode == 2
+    assert out.stderr.strip() == f"error: missing data: {tmp_path / 'empty' / 'config.json'}"
