@@ -64,6 +64,11 @@ def wait_healthy(run_dir: Path, limit_s: float = 900) -> None:
         time.sleep(1)
 
 
+def parent_of(pid: int) -> int:
+    """The server's parent: the workload process."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def _read(path: Path) -> str:
     try:
         return path.read_text(errors="replace")
@@ -130,6 +135,28 @@ def test_ctrl_c_at_the_controller_aborts_the_run_and_stops_the_server(fp: Fleetp
     assert fp.records()[-1]["status"] == "aborted"
 
 
+def test_sigterm_to_the_workload_alone_stops_its_server(fp: Fleetperf) -> None:
+    """SIGTERM to the workload process only (as a container stop or a batch system may send
+    it): its handler raises, the ``with`` block stops the server's group, the run fails."""
+    before = set(fp.host_dirs())
+    proc = fp.popen("--batch", "--case", "llm-serving", "--config", "cpu/CPUx1x1")
+    try:
+        pid, run_dir = _new_server(fp, before, proc)
+        wait_healthy(run_dir)
+        os.kill(parent_of(pid), signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while not group_gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert group_gone(pid)
+        proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1
+    assert f"vLLM server stopped (pid {pid})" in _read(run_dir / "stderr.log")
+
+
 def test_a_workload_killed_outright_takes_its_server_along(fp: Fleetperf) -> None:
     """SIGKILL to the workload, which no handler sees: engine_start.py's parent-death
     signal ends the server."""
@@ -138,8 +165,7 @@ def test_a_workload_killed_outright_takes_its_server_along(fp: Fleetperf) -> Non
     try:
         pid, run_dir = _new_server(fp, before, proc)
         wait_healthy(run_dir)  # its engine and worker processes up
-        workload = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-        os.kill(workload, signal.SIGKILL)  # the server's parent: the workload this test started
+        os.kill(parent_of(pid), signal.SIGKILL)  # the workload this test started
         deadline = time.monotonic() + 60
         while not group_gone(pid) and time.monotonic() < deadline:
             time.sleep(0.5)
