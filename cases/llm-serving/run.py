@@ -65,6 +65,7 @@ def main(run: harness.Run) -> None:
         )
 
     def progress(done: list[loadgen.Outcome]) -> None:
+        run.memory.sample()  # the workload and its descendants: the server's processes
         ok = [o for o in done if o.ok]
         run.events.emit(
             "step", step=len(done), samples=len(ok), tokens=sum(o.output_len for o in ok)
@@ -108,7 +109,7 @@ def main(run: harness.Run) -> None:
                 progress,
             )
         )
-    progress(outcomes)
+        progress(outcomes)  # the last step record and memory reading, the server still up
     metrics = serving_metrics.metrics(outcomes, duration, hp.slo_ttft_ms, hp.slo_tpot_ms)
     failed = [o for o in outcomes if not o.ok]
     message = (

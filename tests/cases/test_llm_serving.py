@@ -92,6 +92,7 @@ def test_a_smoke_run_reports_every_metric_and_stops_its_server(fp: Fleetperf) ->
     # ignore_eos: each request's output is its max_tokens, ~32 (range ratio 0.5: 16 to 48)
     assert 16 <= m["output_tokens_per_s"] / m["request_throughput"] <= 48
     assert m["total_tokens_per_s"] > m["output_tokens_per_s"]
+    assert m["mem_used_gib"] > 1  # the server's processes (a 1 GiB KV cache), not the client's
     (run_dir,) = fp.host_dirs()
     pid = server_of(run_dir)
     assert pid is not None and group_gone(pid)
