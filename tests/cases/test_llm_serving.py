@@ -136,15 +136,16 @@ def test_ctrl_c_at_the_controller_aborts_the_run_and_stops_the_server(fp: Fleetp
     assert fp.records()[-1]["status"] == "aborted"
 
 
-def test_sigterm_to_the_workload_alone_stops_its_server(fp: Fleetperf) -> None:
-    """SIGTERM to the workload process only (as a container stop or a batch system may send
-    it): its handler raises, the ``with`` block stops the server's group, the run fails."""
+def _signal_the_workload(fp: Fleetperf, sig: signal.Signals) -> tuple[int, Path, int]:
+    """A run whose server is healthy, ``sig`` sent to its workload process alone; waits
+    until the server's process group is gone (at most 60 s). (server pid, run dir, the
+    controller's exit status)."""
     before = set(fp.host_dirs())
     proc = fp.popen("--batch", "--case", "llm-serving", "--config", "cpu/CPUx1x1")
     try:
         pid, run_dir = _new_server(fp, before, proc)
-        wait_healthy(run_dir)
-        os.kill(parent_of(pid), signal.SIGTERM)
+        wait_healthy(run_dir)  # its engine and worker processes up
+        os.kill(parent_of(pid), sig)  # the workload this test started
         deadline = time.monotonic() + 60
         while not group_gone(pid) and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -154,29 +155,22 @@ def test_sigterm_to_the_workload_alone_stops_its_server(fp: Fleetperf) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 1
+    return pid, run_dir, proc.returncode
+
+
+def test_sigterm_to_the_workload_alone_stops_its_server(fp: Fleetperf) -> None:
+    """SIGTERM to the workload process only (as a container stop or a batch system may send
+    it): its handler raises, the ``with`` block stops the server's group, the run fails."""
+    pid, run_dir, rc = _signal_the_workload(fp, signal.SIGTERM)
+    assert rc == 1
     assert f"vLLM server stopped (pid {pid})" in _read(run_dir / "stderr.log")
 
 
 def test_a_workload_killed_outright_takes_its_server_along(fp: Fleetperf) -> None:
     """SIGKILL to the workload, which no handler sees: engine_start.py's parent-death
     signal ends the server."""
-    before = set(fp.host_dirs())
-    proc = fp.popen("--batch", "--case", "llm-serving", "--config", "cpu/CPUx1x1")
-    try:
-        pid, run_dir = _new_server(fp, before, proc)
-        wait_healthy(run_dir)  # its engine and worker processes up
-        os.kill(parent_of(pid), signal.SIGKILL)  # the workload this test started
-        deadline = time.monotonic() + 60
-        while not group_gone(pid) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert group_gone(pid)
-        proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 1
+    _, _, rc = _signal_the_workload(fp, signal.SIGKILL)
+    assert rc == 1
 
 
 def test_a_killed_controller_leaves_the_server_to_cleanup(fp: Fleetperf) -> None:
