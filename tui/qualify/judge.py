@@ -156,6 +156,24 @@ def _peer_bands(reference: Sequence[float]) -> Callable[[float | None], _Band | 
     return band
 
 
+def _rate_bands(reference: Sequence[float]) -> Callable[[float | None], _Band | None]:
+    """``_peer_bands`` on a log scale, for rates whose noise is a factor (links: a shared
+    loopback's healthy pairs spread 1.35-2.54 GB/s, and a linear band of three of them
+    reached below zero, so a link at 0.008 GB/s lay inside it). Linear where a value is not
+    above zero."""
+    if not all(v > 0 for v in reference):
+        return _peer_bands(reference)
+    logs = _peer_bands([math.log(v) for v in reference])
+
+    def band(member: float | None) -> _Band | None:
+        found = logs(None if member is None else math.log(member))
+        if found is None:
+            return None
+        return _Band(math.exp(found.median), math.exp(found.lo), math.exp(found.hi))
+
+    return band
+
+
 def _median_without(ordered: list[float], value: float) -> float:
     """The median of sorted ``ordered`` with one occurrence of ``value`` taken out."""
     gone = bisect.bisect_left(ordered, value)
@@ -270,7 +288,7 @@ def _judged(
             n, mid, lo, hi, band.median, mid / band.median, verdict, reason, band.lo, band.hi
         )
 
-    where = side((lo, hi), (band.lo, band.hi), rule.floor_pct)
+    where = side((lo, hi), (band.lo, band.hi), rule.floor_pct, band.median)
     if where == _worse(rule):
         off = f"{_pct(mid, band.median)} worse than peers"
         if throttle:
@@ -301,7 +319,7 @@ def judge_links(
     reference = {p: m for p, m in members.items() if not suspects & set(p)}
     if len(reference) <= MIN_PEERS:
         reference = members
-    bands = _peer_bands(list(reference.values()))
+    bands = _rate_bands(list(reference.values()))
     links = []
     for pair in sorted(finite):
         values = finite[pair]
@@ -326,7 +344,7 @@ def _slow_hosts(members: Mapping[tuple[str, str], float], rule: Rule) -> set[str
         for host in pair:
             of_host[host].append(value)
     typical = {h: median(v) for h, v in of_host.items() if len(v) >= 2}
-    bands = _peer_bands(list(typical.values()))
+    bands = _rate_bands(list(typical.values()))
     return {
         h
         for h, mid in typical.items()

@@ -38,10 +38,17 @@ def interval(values: Sequence[float]) -> tuple[float, float]:
     return ordered[k - 1], ordered[len(ordered) - k]
 
 
-def side(iv: tuple[float, float], band: tuple[float, float], floor_pct: float) -> int:
+def side(
+    iv: tuple[float, float],
+    band: tuple[float, float],
+    floor_pct: float,
+    centre: float | None = None,
+) -> int:
     """-1 when interval ``iv`` lies wholly below ``band`` by more than ``floor_pct`` percent
-    of the band's centre, +1 wholly above, 0 otherwise."""
-    margin = abs(band[0] + band[1]) / 2 * floor_pct / 100
+    of the band's centre (its midpoint, or ``centre``: the peers' median of a band that is
+    not symmetric), +1 wholly above, 0 otherwise."""
+    mid = (band[0] + band[1]) / 2 if centre is None else centre
+    margin = abs(mid) * floor_pct / 100
     if iv[1] < band[0] - margin:
         return -1
     if iv[0] > band[1] + margin:
