@@ -335,6 +335,7 @@ _ADDED_IN = {
     "smoke": 9,
     "monitoring": 10,
     "rank_times": 12,  # Alembic's v12
+    "points": 13,  # Alembic's v13
 }
 
 

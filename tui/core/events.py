@@ -134,6 +134,8 @@ class CaseResult:
     # base-interconnect all_reduce: each rank's own seconds per iteration, as the line gave
     # them (cleaned; a list of objects); None where it gave none. Readers check each entry.
     rank_times: list[dict[str, Any]] | None = None
+    # A sweep's points ({"hp", "metrics"} each: llm-serving), cleaned; None where none given.
+    points: list[dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -381,11 +383,12 @@ def _result(run_id: str, host: str, rank: int, t: float, rec: dict[str, Any]) ->
         clean_tree(env) if isinstance(env, dict) and _shallow(env) else {},
         _peak(rec.get("peak")),
         _rank_times(rec.get("rank_times")),
+        _rank_times(rec.get("points")),
     )
 
 
 def _rank_times(value: Any) -> list[dict[str, Any]] | None:
-    """A result's rank_times: a list of objects, cleaned; None for anything else."""
+    """A result's rank_times (or points): a list of objects, cleaned; None for anything else."""
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
         return None
     return clean_tree(value) if _shallow(value) else None

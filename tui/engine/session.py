@@ -325,6 +325,7 @@ class Session:
                 "environment": result.environment if result else {},
                 "peak": result.peak if result else None,
                 "rank_times": result.rank_times if result else None,
+                "points": result.points if result else None,
                 "monitoring": monitoring,
                 "load_per_cpu": outcome.load_per_cpu,
                 "synthetic_data": outcome.synthetic_data,

@@ -141,6 +141,10 @@ class RunRecord(BaseModel):
     # base-interconnect all_reduce: each rank's own seconds per iteration (rank, node, host,
     # s), as the workload gave them, for fleetperf qualify's stragglers; None: none given.
     rank_times: list[dict[str, Any]] | None = None
+    # A sweep's points (llm-serving's loads): each {"hp": {the swept key: value}, "metrics":
+    # {...}}, as the workload gave them; the top-level metrics are one of them (a note says
+    # which). None: not a sweep.
+    points: list[dict[str, Any]] | None = None
     # What the controller knows: how and where the workload ran.
     executor: str | None = None
     image: str | None = None
@@ -192,7 +196,15 @@ class RunRecord(BaseModel):
         return value
 
     @field_validator(
-        "hosts", "error", "notes", "environment", "image", "slurm", "rank_times", mode="before"
+        "hosts",
+        "error",
+        "notes",
+        "environment",
+        "image",
+        "slurm",
+        "rank_times",
+        "points",
+        mode="before",
     )
     @classmethod
     def _host_text(cls, value: Any) -> Any:

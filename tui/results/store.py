@@ -61,6 +61,7 @@ _JSON_FIELDS = (
     "peak",
     "monitoring",
     "rank_times",
+    "points",
 )
 
 _COLUMNS = tuple(_COLUMN.get(f, f) for f in _RUN_FIELDS)

@@ -24,7 +24,7 @@ from tui.core.errors import StoreError
 # an earlier fleetperf refuses it as newer instead of misreading it.
 SCHEMA_VERSION = 11
 BASELINE = "v10"  # the Alembic revision that is schema 10 (migrations/versions/v10_baseline.py)
-HEAD = "v12"  # the newest revision: a store at it opens without Alembic (a test checks it)
+HEAD = "v13"  # the newest revision: a store at it opens without Alembic (a test checks it)
 BUSY_TIMEOUT_S = 60.0  # how long one controller waits for another's write
 CONNECT_TIMEOUT_S = 10  # an unreachable PostgreSQL: refused after this long
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -76,6 +76,7 @@ runs = sa.Table(
     sa.Column("peak", sa.Text, nullable=False, server_default="null"),
     sa.Column("monitoring", sa.Text, nullable=False, server_default="null"),
     sa.Column("rank_times", sa.Text, nullable=False, server_default="null"),
+    sa.Column("points", sa.Text, nullable=False, server_default="null"),
     sa.CheckConstraint(
         "status IN ('passed', 'failed', 'aborted', 'running', 'interrupted')",
         name="runs_status",
@@ -299,8 +300,8 @@ def _legacy_version(conn: sa.Connection, target: Target) -> int:
     return 0 if version == SCHEMA_VERSION else version
 
 
-# Columns of runs that revisions after the baseline add (v12: rank_times).
-_AFTER_BASELINE = ("rank_times",)
+# Columns of runs that revisions after the baseline add (v12: rank_times, v13: points).
+_AFTER_BASELINE = ("rank_times", "points")
 # Version 1 columns (a v1 store is rebuilt).
 _V1_COLUMNS = (
     "run_id, batch_id, case_name, vendor, config, chip, nnodes, nproc_per_node, hosts, "
