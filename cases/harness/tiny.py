@@ -1,5 +1,6 @@
 """Builders the cases' synthetic data share: a WordPiece vocabulary, a tiny Llama (BPE
-tokenizer and config), and the check of an operator's Llama config.json."""
+tokenizer and config), a tiny Llama model folder with a word-level tokenizer, and the check of
+an operator's Llama config.json."""
 
 from __future__ import annotations
 
@@ -87,6 +88,41 @@ def tiny_llama_config(vocab_size: int, max_positions: int = 1024, **shape: int) 
         eos_token_id=2,
         **dims,
     )
+
+
+def save_word_llama(out: Path, words: Iterable[str], seed: int) -> None:
+    """A tiny Llama-shaped decoder with random weights (2 layers, hidden 128, 4 heads, 256
+    positions) and a word-level tokenizer over ``words`` (one token a whitespace-separated
+    word, unknown words ``<unk>``), saved with ``save_pretrained`` into ``out``: a model
+    folder transformers and vLLM load as they load a real one. Seeded."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+    # ids 0, 1, 2: tiny_llama_config's bos 1 and eos 2
+    known = dict.fromkeys((*LLAMA_SPECIAL, *words))
+    vocab = {w: i for i, w in enumerate(known)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.decoder = decoders.WordPiece()  # joins the words with spaces
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
+    fast.model_max_length = 256
+    fast.save_pretrained(out)
+
+    torch.manual_seed(seed)
+    cfg = tiny_llama_config(
+        len(vocab),
+        256,
+        hidden_size=128,
+        intermediate_size=256,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+    )
+    LlamaForCausalLM(cfg).save_pretrained(out)
 
 
 def check_llama_config(path: Path) -> dict[str, Any]:

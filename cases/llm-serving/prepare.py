@@ -22,10 +22,9 @@ import sys
 from pathlib import Path
 
 import harness
-from harness.tiny import check_llama_config, tiny_llama_config
+from harness.tiny import check_llama_config, save_word_llama
 
 MODEL = "model"
-SPECIAL = ("<unk>", "<s>", "</s>")  # ids 0, 1, 2: tiny_llama_config's bos 1 and eos 2
 WORDS_TEXT = (
     "the a she he they it was were had said looked at into from with and but then door "
     "window house garden river road morning night cold warm old young quiet small mother "
@@ -36,32 +35,7 @@ WORDS_TEXT = (
 
 
 def synthetic(out: Path, args: argparse.Namespace) -> None:
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
-    from transformers.utils import logging
-
-    logging.disable_progress_bar()
-    vocab = {w: i for i, w in enumerate((*SPECIAL, *WORDS_TEXT.split()))}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    tok.decoder = decoders.WordPiece()  # joins the words with spaces
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
-    )
-    fast.model_max_length = 256
-    fast.save_pretrained(out / MODEL)
-
-    torch.manual_seed(args.seed)
-    cfg = tiny_llama_config(
-        len(vocab),
-        256,
-        hidden_size=128,
-        intermediate_size=256,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-    )
-    LlamaForCausalLM(cfg).save_pretrained(out / MODEL)
+    save_word_llama(out / MODEL, WORDS_TEXT.split(), args.seed)
 
 
 def stage(src: Path, out: Path) -> None:
