@@ -12,6 +12,7 @@ field. Standard library and PyYAML only: the controller imports it and never tor
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import math
 import os
@@ -257,6 +258,9 @@ class CaseFile:
     # catalog refuses them on a one-process config before launch, the workload at start
     needs_two_processes: dict[str, tuple[str, ...]]
     dir: Path
+    # Numeric keys that may take a list of values, each a point of one run (llm-serving's
+    # loads: ``--set concurrency=1,2,4``); every other key takes one value.
+    sweep: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def registry(self) -> dict[str, Metric]:
@@ -266,7 +270,26 @@ class CaseFile:
     def check(self, key: str, value: Any) -> Any:
         """``value`` for ``key`` of ``defaults``: of its default's type (an int where a float
         is declared becomes a float), within SHARED's and the case's bounds, one of the
-        allowed values. ValueError saying what is wrong."""
+        allowed values; for a key of ``sweep`` also a list of such values, each checked.
+        ValueError saying what is wrong."""
+        if not isinstance(value, list):
+            return self._check_one(key, value)
+        if key not in self.sweep:
+            allowed = f" (only {', '.join(self.sweep)})" if self.sweep else ""
+            raise ValueError(
+                f"takes one value, not a list: case {self.name} sweeps no such key{allowed}"
+            )
+        if not value:
+            raise ValueError("an empty list: expected one value or more")
+        out = []
+        for i, one in enumerate(value):
+            try:
+                out.append(self._check_one(key, one))
+            except ValueError as exc:
+                raise ValueError(f"value {i + 1} of the list: {exc}") from None
+        return out
+
+    def _check_one(self, key: str, value: Any) -> Any:
         default = self.defaults[key]
         typed = _typed(value, type(default), f"{type(default).__name__} like {default!r}")
         shared = SHARED.get(key, Shared(object))
@@ -396,14 +419,18 @@ def case_file(data: dict[str, Any], case_dir: Path, where: str) -> CaseFile:
             for key, raw in top.take("needs_two_processes", _mapping, {}).items()
         },
         dir=case_dir,
+        sweep=top.take("sweep", _texts, []),
     )
     top.done()
     if case.kind == "base" and case.target is not None:
         raise top.error("target", "a base case has none (kind: base runs no model)")
-    for field in ("overridable", "settings", "fix_hp_shows"):
+    for field in ("overridable", "settings", "fix_hp_shows", "sweep"):
         unknown = [k for k in getattr(case, field) if k not in defaults]
         if unknown:
             raise top.error(field, f"{unknown[0]!r} has no default")
+    for key in case.sweep:  # a sweep's points are loads: numbers the operator may set
+        if key not in case.overridable or not isinstance(defaults[key], int | float):
+            raise top.error("sweep", f"{key!r} is not a numeric key that overridable lists")
     for key, value in defaults.items():
         try:
             case.check(key, value)

@@ -4,7 +4,8 @@ requests, TTFT and e2e latency per request; TPOT = (latency - TTFT) / (output to
 each request of two tokens or more; ITL every gap of every request pooled; percentiles with
 numpy's default (linear) interpolation; throughputs over the benchmark's wall time; goodput
 the completed requests with TTFT <= slo_ttft_ms and TPOT <= slo_tpot_ms (a one-token
-request's TPOT counts as 0) per second. Standard library only."""
+request's TPOT counts as 0) per second; the goodput ratio those requests over all timed ones
+(fleetperf's: a failed request counts against it). Standard library only."""
 
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ def metrics(
         "output_tokens_per_s": out_tokens / duration_s,
         "total_tokens_per_s": (out_tokens + sum(o.prompt_len for o in ok)) / duration_s,
         "goodput": len(good) / duration_s,
+        "goodput_ratio": len(good) / len(outcomes) if outcomes else None,
         "completed_requests": float(len(ok)),
         "failed_requests": float(len(outcomes) - len(ok)),
     }

@@ -220,12 +220,15 @@ def load_config(case: CaseFile, ref: str) -> VendorConfig:
 
 def parse_sets(pairs: list[str]) -> dict[str, Any]:
     """``key=value`` strings from the command line; values read as YAML scalars, a float
-    only where it is finite as written (.nan, 1e400 and 1e-400 refused)."""
+    only where it is finite as written (.nan, 1e400 and 1e-400 refused); ``a,b,c`` is the
+    list [a, b, c] (a sweep's points: the case says which keys may take one)."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key.strip():
             raise CatalogError(f"--set {pair!r}: expected key=value")
+        if "," in raw and not raw.lstrip().startswith(("[", "{", "'", '"')):
+            raw = f"[{raw}]"
         try:
             out[key.strip()] = clean_tree(yaml_load(raw)) if raw.strip() else ""
         except yaml.YAMLError:
