@@ -28,7 +28,7 @@ from tui.catalog import catalog
 from tui.core import safefile
 from tui.core.errors import CatalogError
 from tui.core.text import html_text
-from tui.results import monitoring, report_qualify
+from tui.results import monitoring, report_curve, report_qualify
 from tui.results.htmltable import breakable, html_table
 from tui.results.record import RunRecord, is_run_id
 from tui.results.references import Reference, comparable_key, history_band
@@ -504,6 +504,7 @@ def _case_section(
         yield "<h3>Energy and monitoring of the same runs (from their sys samples)</h3>"
         for run in newest:
             yield from _monitoring_tables(run)
+        yield from report_curve.sections(newest)
     refs = config_references(case)
     registry = records[-1].registry()
     name = _throughput_metric(shown, refs)

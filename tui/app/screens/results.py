@@ -29,6 +29,7 @@ from textual.widgets import (
 )
 
 from tui.app.safe import literal
+from tui.app.widgets.curve import curve_table
 from tui.app.widgets.plots import (
     History,
     HistoryPlot,
@@ -400,6 +401,8 @@ class ResultsScreen(Screen[None]):
         if len(self.marked) == 1:  # one run: what its MFU divides, the env its config set
             (run,) = selection
             notes.append(Static(literal(f"{peak_text(run)}\n\n{config_env_text(run)}")))
+            if (curve := curve_table(run)) is not None:  # a serving sweep's points
+                notes.append(Static(curve))
         return selection, notes
 
     # -- charts -----------------------------------------------------------------------
