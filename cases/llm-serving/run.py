@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 
 import engine_server
 import harness
 import loadgen
 import serving_metrics
+import sweep
 
 REPO = Path(__file__).resolve().parents[2]
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -44,33 +46,108 @@ def prompt_ids(model: Path) -> list[int]:
     return ids
 
 
+class Live:
+    """The step records while the load runs, every 5 s and at each point's end: requests
+    answered and output tokens, cumulative over the run's points, and the interval's
+    requests/s (``throughput``) and TTFT p99 (``ttft_p99_ms``) of the requests it answered.
+    The dashboard's tokens/s is the interval's too (the difference of ``tokens``)."""
+
+    def __init__(self, run: harness.Run) -> None:
+        self.run, self.steps, self.samples, self.tokens = run, 0, 0, 0
+        self.seen, self.t = 0, time.perf_counter()
+
+    def start_point(self) -> None:
+        self.seen, self.t = 0, time.perf_counter()
+
+    def progress(self, done: list[loadgen.Outcome]) -> None:
+        self.run.memory.sample()  # the workload and its descendants: the server's processes
+        now = time.perf_counter()
+        new = [o for o in done[self.seen :] if o.ok]
+        ok = [o for o in done if o.ok]
+        self.steps += 1
+        self.run.events.emit(
+            "step",
+            step=self.steps,
+            samples=self.samples + len(ok),
+            tokens=self.tokens + sum(o.output_len for o in ok),
+            throughput=len(new) / (now - self.t) if now > self.t else None,
+            ttft_p99_ms=serving_metrics.percentile([o.ttft * 1000 for o in new], 99)
+            if new
+            else None,
+        )
+        self.seen, self.t = len(done), now
+
+    def end_point(self, outcomes: list[loadgen.Outcome]) -> None:
+        self.progress(outcomes)  # the point's last record and memory reading, the server up
+        ok = [o for o in outcomes if o.ok]
+        self.samples += len(ok)
+        self.tokens += sum(o.output_len for o in ok)
+
+
+def released(rate: float, burstiness: float) -> str:
+    return f"{rate} requests/s (burstiness {burstiness})" if rate else "all at once"
+
+
 def main(run: harness.Run) -> None:
     hp = run.hp
     engine_server.stop_on_sigterm()
     python = engine_server.engine_python(hp.engine_python, REPO, run.config_path)
     if run.precision not in DTYPES:
         raise harness.InputError(f"precision {run.precision!r}: this case serves fp32, bf16, fp16")
+    key, loads = sweep.swept(hp)
     model = run.data / "model"
     ids = prompt_ids(model)
     warm = loadgen.requests(hp.warmup_requests, hp.input_len, hp.output_len, 0.0, ids, hp.seed + 7)
     plan = loadgen.requests(
         hp.num_prompts, hp.input_len, hp.output_len, hp.range_ratio, ids, hp.seed
     )
-    times = loadgen.send_times(hp.num_prompts, hp.request_rate, hp.burstiness, hp.seed)
     longest = max(len(r.prompt) + r.max_tokens for r in plan)
     if longest > hp.max_model_len:
         raise harness.InputError(
             f"{run.config_path}: a request of {longest} tokens (input_len, output_len, "
             f"range_ratio) does not fit max_model_len {hp.max_model_len}"
         )
+    live = Live(run)
+    points: list[dict] = []  # {"hp": {key: load}, "metrics": {...}} in the order run
+    failures: list[str] = []
 
-    def progress(done: list[loadgen.Outcome]) -> None:
-        run.memory.sample()  # the workload and its descendants: the server's processes
-        ok = [o for o in done if o.ok]
-        run.events.emit(
-            "step", step=len(done), samples=len(ok), tokens=sum(o.output_len for o in ok)
+    def at(load: float) -> tuple[int, float]:
+        """(concurrency, request rate) of a point."""
+        return (
+            int(load) if key == "concurrency" else hp.concurrency,
+            load if key == "request_rate" else hp.request_rate,
         )
 
+    def measure(load: float) -> dict:
+        concurrency, rate = at(load)
+        run.say(
+            f"{hp.num_prompts} requests, at most {concurrency} in flight, released "
+            f"{released(rate, hp.burstiness)}"
+        )
+        live.start_point()
+        times = loadgen.send_times(hp.num_prompts, rate, hp.burstiness, hp.seed)
+        outcomes, duration = asyncio.run(
+            loadgen.run_load(
+                engine.url,
+                engine.model,
+                plan,
+                times,
+                concurrency,
+                hp.request_timeout_s,
+                live.progress,
+            )
+        )
+        live.end_point(outcomes)
+        metrics = serving_metrics.metrics(outcomes, duration, hp.slo_ttft_ms, hp.slo_tpot_ms)
+        points.append({"hp": {key: load}, "metrics": metrics, "wall_s": round(duration, 3)})
+        failed = [o for o in outcomes if not o.ok]
+        if failed:
+            failures.append(
+                f"{key} {load}: {len(failed)} of {len(outcomes)} requests failed: {failed[0].error}"
+            )
+        return metrics
+
+    answer = None
     with engine_server.serving(
         python,
         model,
@@ -88,47 +165,57 @@ def main(run: harness.Run) -> None:
                     engine.model,
                     warm,
                     [0.0] * len(warm),
-                    hp.concurrency,
+                    at(loads[0])[0],
                     hp.request_timeout_s,
                 )
             )
-        rate = (
-            f"{hp.request_rate} requests/s (burstiness {hp.burstiness})"
-            if hp.request_rate
-            else "all at once"
-        )
-        run.say(f"{hp.num_prompts} requests, at most {hp.concurrency} in flight, released {rate}")
-        outcomes, duration = asyncio.run(
-            loadgen.run_load(
-                engine.url,
-                engine.model,
-                plan,
-                times,
-                hp.concurrency,
-                hp.request_timeout_s,
-                progress,
+        if hp.find_max_load:
+            cap = hp.num_prompts if key == "concurrency" else None  # all in flight at once
+            answer = sweep.find_max(
+                loads[0],
+                lambda load: sweep.meets(measure(load), hp.slo_goodput_ratio),
+                hp.max_points,
+                cap,
             )
+        else:
+            for load in loads:
+                measure(load)
+    best, which = sweep.reported(points, key, hp.slo_goodput_ratio)
+    metrics = dict(points[best]["metrics"])
+    concurrency, rate = at(points[best]["hp"][key])
+    notes = [
+        f"vLLM OpenAI-compatible server, {DTYPES[run.precision]}, max_model_len "
+        f"{hp.max_model_len}; {hp.num_prompts} requests of ~{hp.input_len} prompt + "
+        f"~{hp.output_len} output tokens (range ratio {hp.range_ratio}), concurrency "
+        f"{concurrency}, released {released(rate, hp.burstiness)}; {hp.warmup_requests} "
+        "warm-up requests left out",
+        f"wall time {points[best]['wall_s']:.2f} s; goodput: TTFT <= {hp.slo_ttft_ms} ms and "
+        f"TPOT <= {hp.slo_tpot_ms} ms; definitions as vllm bench serve's "
+        "(docs/cases/serving.md)",
+        "p_infer_*, mfu: not measured (the server computes; the workload times requests)",
+    ]
+    if len(points) > 1 or hp.find_max_load:
+        shown = ", ".join(str(p["hp"][key]) for p in points)
+        notes.append(f"{len(points)} points over {key} in one server run: {shown}; {which}")
+    if hp.find_max_load:
+        metrics[sweep.ANSWER[key]] = answer
+        notes.append(
+            f"find_max_load: from {key} {loads[0]}, doubled then bisected (at most "
+            f"{hp.max_points} points), the highest meeting the SLO (goodput ratio >= "
+            f"{hp.slo_goodput_ratio}): {answer}"
+            if answer is not None
+            else f"find_max_load: even the lowest point, {key} {loads[0]}, misses the SLO "
+            f"(goodput ratio >= {hp.slo_goodput_ratio}): {sweep.ANSWER[key]} is null"
         )
-        progress(outcomes)  # the last step record and memory reading, the server still up
-    metrics = serving_metrics.metrics(outcomes, duration, hp.slo_ttft_ms, hp.slo_tpot_ms)
-    failed = [o for o in outcomes if not o.ok]
-    message = (
-        f"{len(failed)} of {len(outcomes)} requests failed: {failed[0].error}" if failed else None
-    )
+    # Under find_max_load a point's failed requests only count against its goodput ratio.
+    failed = not hp.find_max_load and failures
     run.finish(
         harness.ModelFlops(0.0, formula="not counted: the server's work is not timed here"),
         metrics=metrics,
         converged=not failed,
-        message=message,
-        notes=[
-            f"vLLM OpenAI-compatible server, {DTYPES[run.precision]}, max_model_len "
-            f"{hp.max_model_len}; {hp.num_prompts} requests of ~{hp.input_len} prompt + "
-            f"~{hp.output_len} output tokens (range ratio {hp.range_ratio}), concurrency "
-            f"{hp.concurrency}, released {rate}; {hp.warmup_requests} warm-up requests left out",
-            f"wall time {duration:.2f} s; goodput: TTFT <= {hp.slo_ttft_ms} ms and TPOT <= "
-            f"{hp.slo_tpot_ms} ms; definitions as vllm bench serve's (docs/cases/serving.md)",
-            "p_infer_*, mfu: not measured (the server computes; the workload times requests)",
-        ],
+        message="; ".join(failures) if failed else None,
+        notes=notes,
+        extra={"points": points} if len(points) > 1 or hp.find_max_load else None,
     )
 
 

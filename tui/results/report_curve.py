@@ -57,9 +57,9 @@ def chart(points: list[CurvePoint]) -> str:
     for p, x, y in zip(points, xs, ys, strict=True):
         ttft = "/" if p.ttft_p90_ms is None else f"{p.ttft_p90_ms:.0f} ms"
         body.append(f'<circle class="pt" cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3"/>')
-        body.append(
-            f'<text x="{sx(x) + 5:.1f}" y="{sy(y) - 5:.1f}">{_e(p.label)}, TTFT p90 {ttft}</text>'
-        )
+        left = sx(x) > W / 2  # the label on the side with room for it
+        at = f'x="{sx(x) - 5:.1f}" text-anchor="end"' if left else f'x="{sx(x) + 5:.1f}"'
+        body.append(f'<text {at} y="{sy(y) - 5:.1f}">{_e(p.label)}, TTFT p90 {ttft}</text>')
     label = "serving curve: system tokens/s against tokens/s per user"
     return (
         f'<svg class="chart chart-curve" role="img" aria-label="{label}" width="{W}"'
