@@ -5,7 +5,14 @@ healthy within a time limit, and always stopped, group and all.
 SIGTERM the executor sends, which ``stop_on_sigterm`` turns into an exception) it sends the
 group SIGTERM, waits, then SIGKILL to what is left. A workload killed outright takes the
 server with it through engine_start.py's parent-death signal; vLLM's server ends its engine
-process when it ends. Standard library only.
+process when it ends.
+
+Once healthy, the workload (the load generator) moves off the CPUs the server binds its
+worker to: vLLM's CPU backend pins its worker to cores of its own and the worker keeps its
+core busy while it generates, so a client that the kernel places there reads nothing until
+the generation ends (each response arrives whole; docs/cases/serving.md, "What a client
+sees"). ``endpoint_or_serving`` yields an existing endpoint instead where the environment
+names one (endpoint.py). Standard library only.
 """
 
 from __future__ import annotations
@@ -22,7 +29,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import endpoint
 import harness
 
 START = Path(__file__).with_name("engine_start.py")
@@ -32,8 +41,8 @@ MODEL_NAME = "fleetperf"  # --served-model-name: the requests' "model"
 
 @dataclass(frozen=True)
 class Server:
-    url: str  # http://127.0.0.1:PORT
-    pid: int  # engine_start.py's, the process group's leader
+    url: str  # http://127.0.0.1:PORT, or an existing endpoint's base URL
+    pid: int | None  # engine_start.py's, the process group's leader; None: not ours
     model: str
 
 
@@ -117,6 +126,26 @@ def group_alive(pgid: int) -> list[int]:
     return alive
 
 
+def engine_cpus(pgid: int) -> set[int]:
+    """The CPUs the server's processes are bound to more narrowly than this one (vLLM's CPU
+    worker's), from their affinity."""
+    ours = os.sched_getaffinity(0)
+    bound: set[int] = set()
+    for pid in group_alive(pgid):
+        with suppress(OSError):  # gone meanwhile
+            cpus = os.sched_getaffinity(pid)
+            if cpus < ours:
+                bound |= cpus
+    return bound
+
+
+def set_affinity(cpus: set[int]) -> None:
+    """Every thread of this process onto ``cpus``."""
+    for tid in os.listdir("/proc/self/task"):
+        with suppress(OSError):  # a thread that ended meanwhile
+            os.sched_setaffinity(int(tid), cpus)
+
+
 def stop(proc: subprocess.Popen) -> None:
     """SIGTERM to the server's process group, SIGKILL to what is left after the grace."""
     for sig, wait_s in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, 5.0)):
@@ -153,6 +182,7 @@ def serving(
     say: Callable[[str], None],
 ) -> Iterator[Server]:
     port = free_port()
+    mine = os.sched_getaffinity(0)
     argv = server_argv(python, model, port, dtype, max_model_len)
     with open(log, "ab") as out:
         proc = subprocess.Popen(
@@ -168,18 +198,40 @@ def serving(
         url = f"http://127.0.0.1:{port}"
         took = wait_healthy(proc, url, startup_timeout_s, log)
         say(f"vLLM server healthy after {took:.0f} s")
+        worker = engine_cpus(proc.pid)
+        if client := os.sched_getaffinity(0) - worker:
+            set_affinity(client)
+            say(f"load generator on CPUs {sorted(client)}, the engine's worker on {sorted(worker)}")
         yield Server(url, proc.pid, MODEL_NAME)
     finally:
+        set_affinity(mine)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the stop
         stop(proc)
         print(f"vLLM server stopped (pid {proc.pid})", file=sys.stderr, flush=True)
 
 
+@contextmanager
+def endpoint_or_serving(
+    python: Path, model: Path, *, say: Callable[[str], None], **server: Any
+) -> Iterator[Server]:
+    """The existing endpoint the environment names (endpoint.py), checked, with no server
+    started; else ``serving(python, model, say=say, **server)``."""
+    existing = endpoint.configured()
+    if existing is None:
+        with serving(python, model, say=say, **server) as started:
+            yield started
+        return
+    name = endpoint.check(existing)
+    say(f"existing endpoint {existing.url}, model {name!r}: no server started")
+    yield Server(existing.url, None, name)
+
+
 def engine_python(value: str, repo: Path, config: Path) -> Path:
     """hp engine_python as a path (absolute, or under the repository); InputError when no
-    interpreter is there."""
+    interpreter is there, unless the environment names an existing endpoint (then no
+    engine runs here)."""
     path = Path(value) if Path(value).is_absolute() else repo / value
-    if not (path.is_file() and os.access(path, os.X_OK)):
+    if endpoint.configured() is None and not (path.is_file() and os.access(path, os.X_OK)):
         raise harness.InputError(
             f"{config}: hp.engine_python: {path} is no interpreter on this host "
             "(scripts/bootstrap makes .venv-vllm; or --set engine_python=PATH)"

@@ -9,7 +9,8 @@ event (``stream_options.include_usage``). Arrivals as its ``get_request``
 (vllm/benchmarks/serve.py): all at once for rate 0 (its ``inf``), else gamma intervals of
 shape ``burstiness`` and mean 1 / rate, rescaled to add up to requests / rate; lengths as its
 random dataset: integers uniform in [floor(n (1 - r)), ceil(n (1 + r))]. Prompts are token
-ids (the completions API takes them), so their length is exact for any tokenizer.
+ids (the completions API takes them), so their length is exact for any tokenizer. An
+existing endpoint's token (endpoint.py) goes in every request's Authorization header.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 
 import aiohttp
+import endpoint
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,8 @@ async def run_load(
     cap = asyncio.Semaphore(concurrency)
     limits = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=timeout_s)
-    async with aiohttp.ClientSession(connector=limits, timeout=timeout) as session:
+    auth = endpoint.auth_headers()
+    async with aiohttp.ClientSession(connector=limits, timeout=timeout, headers=auth) as session:
         t0 = time.perf_counter()
 
         async def one(request: Request, at: float) -> Outcome:

@@ -148,7 +148,7 @@ def main(run: harness.Run) -> None:
         return metrics
 
     answer = None
-    with engine_server.serving(
+    with engine_server.endpoint_or_serving(
         python,
         model,
         dtype=DTYPES[run.precision],
