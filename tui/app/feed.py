@@ -39,6 +39,7 @@ class HostRow:
     mem_total_gib: float | None = None
     loss: float | None = None
     eta_s: float | None = None
+    ttft_p99_ms: float | None = None  # a serving run's, over the last interval
 
 
 @dataclass
@@ -182,6 +183,7 @@ class RunFeed:
             mem_total_gib=ev.mem_total_gib,
             loss=ev.loss,
             eta_s=eta,
+            ttft_p99_ms=ev.ttft_p99_ms,
         )
 
     def _set(self, view: RunView, host: str, **changes: Any) -> None:

@@ -79,6 +79,8 @@ class MetricSample:
     throughput: float | None
     mem_used_gib: float | None
     mem_total_gib: float | None
+    # A serving case's TTFT p99 over the interval's answered requests (llm-serving), ms.
+    ttft_p99_ms: float | None = None
 
     @property
     def latency(self) -> float:
@@ -334,6 +336,7 @@ def _typed(run_id: str, host: str, rec: dict[str, Any], received: float | None) 
             throughput=_num(rec.get("throughput")),
             mem_used_gib=_num(rec.get("mem_used_gib")),
             mem_total_gib=_num(rec.get("mem_total_gib")),
+            ttft_p99_ms=_num(rec.get("ttft_p99_ms")),
         )
     if kind == "eval":
         name = rec.get("name")

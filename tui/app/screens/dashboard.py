@@ -388,8 +388,13 @@ def _cells(row: HostRow) -> tuple[str, ...]:
         mem,
         _num(row.loss, ".4f"),
         _eta(row.eta_s),
-        row.message,
+        row.message or _ttft(row.ttft_p99_ms),
     )
+
+
+def _ttft(ms: float | None) -> str:
+    """A serving run's live latency, in the note column while nothing else is said there."""
+    return "" if ms is None else f"TTFT p99 {ms:.0f} ms"
 
 
 @functools.lru_cache(maxsize=64)  # the dashboard asks at every refresh
