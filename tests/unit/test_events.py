@@ -22,10 +22,16 @@ from tui.core.events import (
     SysSample,
     WorkloadError,
     WorkloadStarted,
-    blame,
-    from_runner,
     parse_line,
 )
+from tui.executors.ansiblerun import step_of
+from tui.executors.steps import blame, step_events
+
+
+def from_runner(run_id: str, raw: dict, received: float | None = None) -> list[Event]:
+    """An ansible-runner event as the play hands it on: its step's events."""
+    step = step_of(raw)
+    return step_events(run_id, step, received) if step else []
 
 
 def line(**rec: object) -> str:

@@ -16,15 +16,15 @@ from tui.core.errors import InventoryError, UsageError
 from tui.engine import inventory
 from tui.executors.base import DEFAULT_KIND, Executor
 from tui.executors.play import Play
-from tui.executors.registry import EXECUTORS, KINDS, executor_for
+from tui.executors.registry import KINDS, executor_for
 
 
 def test_each_kind_has_an_executor_with_the_protocols_methods() -> None:
-    assert KINDS == ("process", "docker", "slurm") and DEFAULT_KIND in KINDS
+    assert tuple(KINDS) == ("process", "docker", "slurm") and DEFAULT_KIND in KINDS
     wanted = {"run", "outcome", "discard", "stop", "cleanup"}
     for kind in KINDS:
         executor = executor_for(kind)
-        assert executor is EXECUTORS[kind]
+        assert executor is KINDS[kind].executor
         for name in wanted:
             assert inspect.signature(getattr(executor, name)) == inspect.signature(
                 getattr(Executor, name)

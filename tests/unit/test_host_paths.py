@@ -148,7 +148,7 @@ def test_a_login_hosts_node_names_write_nothing_outside_the_fetch_dir(
         Path("node1/events.jsonl"),
         Path("node1/exit_code"),
     }
-    assert outcome.slurm is not None and outcome.slurm["nodes"] == ["node1"]
+    assert outcome.detail is not None and outcome.detail["nodes"] == ["node1"]
     for name in EVIL:  # each refusal said once, in the record's notes (tui/engine/session.py)
         said = [n for n in outcome.notes if repr(name) in n]
         assert len(said) == 1 and said[0].startswith("host login: Slurm node "), outcome.notes

@@ -35,7 +35,9 @@ from tui.core.text import MAX_TEXT, printable
 from tui.engine.handles import Batch, RunPlan
 from tui.engine.session import Session
 from tui.executors import tracker as runs
+from tui.executors.ansiblerun import step_of
 from tui.executors.base import Outcome, new_run_id
+from tui.executors.steps import Step
 from tui.results import report, tables
 from tui.results.record import RunRecord
 from tui.results.store import ResultStore
@@ -172,8 +174,13 @@ def _strict() -> io.TextIOWrapper:
     return io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
 
 
-def _runner_event(kind: str, action: str, res: dict[str, Any], host: str = HOST) -> dict:
-    return {"event": kind, "event_data": {"host": host, "resolved_action": action, "res": res}}
+def _runner_event(kind: str, action: str, res: dict[str, Any], host: str = HOST) -> Step:
+    """What ansible-runner sends for a task's result, as the play hands it to the tracker."""
+    step = step_of(
+        {"event": kind, "event_data": {"host": host, "resolved_action": action, "res": res}}
+    )
+    assert step is not None
+    return step
 
 
 pytestmark = pytest.mark.xdist_group(__name__)  # one worker: module fixtures built once
@@ -196,7 +203,8 @@ def plan(tmp_path_factory: pytest.TempPathFactory) -> RunPlan:
 def _session() -> Iterator[tuple[Session, Path]]:
     """A session with its own results directory and store, for one run."""
     with tempfile.TemporaryDirectory() as tmp:
-        s = Session(Path(tmp) / "inv.yml", Path(tmp) / "results", Path(tmp) / "data")
+        inv = write_inventory(Path(tmp) / "inv.yml", {HOST: {}})
+        s = Session(inv, Path(tmp) / "results", Path(tmp) / "data")
         try:
             yield s, Path(tmp) / "results"
         finally:
@@ -225,11 +233,11 @@ def run_chain(s: Session, plan: RunPlan, lines: list[str], host_message: str | N
     s.store.add(record)
     run._emit(RunStarted(run.run_id, "emitter", "cpu/CPUx1x1", [HOST], time.time()))
     tracker = runs.prepare(launch, run._emit)
-    tracker(_runner_event("runner_on_ok", LAUNCH_ACTION, {}))
+    tracker.step(_runner_event("runner_on_ok", LAUNCH_ACTION, {}))
     tail = {"lines": lines, "finished": True, "exit_code": 0, "events_bytes": 0}
-    tracker(_runner_event("runner_on_ok", TAIL_ACTION, tail))
+    tracker.step(_runner_event("runner_on_ok", TAIL_ACTION, tail))
     if host_message is not None:
-        tracker(_runner_event("runner_on_unreachable", "ping", {"msg": host_message}))
+        tracker.step(_runner_event("runner_on_unreachable", "ping", {"msg": host_message}))
 
     def outcome() -> Outcome:
         rc = 0 if host_message is None else 1

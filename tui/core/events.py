@@ -1,9 +1,9 @@
 """The typed events that the batch mode and the terminal app both consume.
 
-Three sources feed them: the engine itself (a run started or finished), ansible-runner's
-event stream (host phases, task failures) and the workload's ``events.jsonl`` lines that
-the poll task hands back (see docs/workload-contract.md; their kinds are the writer's,
-``harness.events.KINDS``). Every event names its run first.
+Three sources feed them: the engine itself (a run started or finished), the executors'
+host-side steps (host phases, failures: tui/executors/steps.py) and the workload's
+``events.jsonl`` lines that the poll hands back (see docs/workload-contract.md; their
+kinds are the writer's, ``harness.events.KINDS``). Every event names its run first.
 Nothing here imports torch or textual.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import threading
 import time
 from collections import Counter
@@ -434,86 +433,3 @@ def _peak(value: Any) -> dict[str, str | float | None] | None:
         num = _num(value.get(key))
         peak[key] = num if num is not None and num >= 0 else None
     return peak
-
-
-# Blame: when several hosts fail, which failure caused the others. A workload that died of
-# a signal (torchrun: "Signal 9 (SIGKILL) received by PID"; alone: a negative exit code)
-# failed on its own; its peers fail as a consequence: their collectives lose the dead rank
-# (gloo's "Connection closed by peer", NCCL errors), or the play stops them ("stopped (host
-# node2 failed)"). Such consequences often come first: a peer's socket closes at once, while
-# torchrun notices its dead child only at its next check.
-_SIGNAL = re.compile(r"\bSignal \d+ \(SIG[A-Z]+\)|\bSIG(KILL|SEGV|BUS|ABRT|ILL|FPE)\b|code -\d+")
-_CONSEQUENCE = re.compile(
-    r"(closed|reset) by peer|Broken pipe|NCCL|gloo|ProcessGroup|DistNetworkError"
-    r"|remote process exited|: stopped \(host ",
-    re.IGNORECASE,
-)
-
-
-def blame(failures: list[WorkloadError | HostState]) -> list[str]:
-    """A run's failures (its workloads' errors, its hosts' failures, in the order they were
-    observed) as messages, the root cause first: a workload killed by a signal (not by the
-    play's stop), then other failures of a host's own (an error, an exit code, a time-out,
-    an unreachable host), then the consequences of another's: a peer gone, a stop. Within
-    each, the first observed; of one moment, a workload's own words before its host's."""
-
-    def cause(ev: WorkloadError | HostState) -> int:
-        text = _message(ev)
-        if _SIGNAL.search(text) and ": stopped (" not in text:
-            return 0
-        return 2 if _CONSEQUENCE.search(text) else 1
-
-    order = sorted(
-        range(len(failures)),
-        key=lambda i: (cause(failures[i]), isinstance(failures[i], HostState), i),
-    )
-    return [_message(failures[i]) for i in order]
-
-
-def _message(ev: WorkloadError | HostState) -> str:
-    return (
-        f"host {ev.host} rank {ev.rank}: {ev.message}"
-        if isinstance(ev, WorkloadError)
-        else ev.message
-    )
-
-
-def _failure_message(res: dict[str, Any]) -> str:
-    msg = res.get("msg") or res.get("stderr") or res.get("module_stderr") or "failed"
-    if isinstance(res.get("results"), list):  # a loop: the first failed item says why
-        failed = [r for r in res["results"] if isinstance(r, dict) and r.get("failed")]
-        if failed:
-            msg = failed[0].get("msg") or msg
-    return " ".join(clean(str(msg)).split())
-
-
-def task_action(data: dict[str, Any]) -> str:
-    """The module a task ran, without its collection prefix (``ns.coll.fleetperf_tail``)."""
-    action = data.get("resolved_action") or data.get("task_action") or ""
-    return str(action).rsplit(".", 1)[-1]
-
-
-def from_runner(run_id: str, event: dict[str, Any], received: float | None = None) -> list[Event]:
-    """An ansible-runner event -> the typed events it carries (often none)."""
-    kind = event.get("event", "")
-    data = event.get("event_data") or {}
-    host = clean(str(data.get("host") or data.get("remote_addr") or ""))
-    action = task_action(data)
-    res = data.get("res") or {}
-    if kind in ("runner_on_ok", "runner_retry") and action == TAIL_ACTION:
-        events: list[Event] = [
-            ev
-            for line in res.get("lines") or []
-            if (ev := parse_line(run_id, host, line, received))
-        ]
-        ended = not (res.get("timed_out") or res.get("stalled"))
-        if kind == "runner_on_ok" and res.get("finished") and ended and res.get("exit_code") == 0:
-            events.append(HostState(run_id, host, "finished"))
-        return events
-    if kind == "runner_on_ok" and action == LAUNCH_ACTION:
-        return [HostState(run_id, host, "running")]
-    if kind == "runner_on_unreachable":
-        return [HostState(run_id, host, "unreachable", _failure_message(res))]
-    if kind == "runner_on_failed" and not data.get("ignore_errors"):
-        return [HostState(run_id, host, "failed", _failure_message(res))]
-    return []

@@ -13,10 +13,13 @@ from typing import Any
 
 from harness.vendors import VENDORS
 
-from tui.catalog.images import expected_image
 from tui.core.paths import REPO_ROOT
 from tui.engine.inventory import Inventory
-from tui.executors.ansiblerun import ansible_run, explain_unreachable
+from tui.executors.ansiblerun import ansible_run, on_steps
+from tui.executors.base import DEFAULT_KIND
+from tui.executors.kinds import Kind
+from tui.executors.registry import KINDS
+from tui.executors.steps import Step
 
 PROVISION = REPO_ROOT / "provision.yml"
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9./:_@-]*")  # fullmatch: no final newline
@@ -50,15 +53,9 @@ def adhoc(inventory: Path, hosts: list[str], module: str, args: str) -> dict[str
     """One ad-hoc module run; per host the last result event ("ok", "failed", ...)."""
     results: dict[str, dict] = {}
 
-    def keep(ev: dict[str, Any]) -> bool:
-        kind = ev.get("event", "")
-        data = ev.get("event_data") or {}
-        if kind.startswith("runner_on_") and data.get("host"):
-            res = dict(data.get("res") or {})
-            if kind == "runner_on_unreachable" and isinstance(res.get("msg"), str):
-                res["msg"] = explain_unreachable(data["host"], res["msg"])
-            results[data["host"]] = {"kind": kind[len("runner_on_") :], **res}
-        return False  # nothing to keep on disk
+    def keep(step: Step) -> None:
+        if step.host:
+            results[step.host] = {"kind": step.state, **step.res}
 
     with tempfile.TemporaryDirectory(prefix="fleetperf-preflight-") as private:
         ansible_run(
@@ -68,7 +65,7 @@ def adhoc(inventory: Path, hosts: list[str], module: str, args: str) -> dict[str
             host_pattern=",".join(hosts),
             module=module,
             module_args=args,
-            event_handler=keep,
+            event_handler=on_steps(keep),
         )
     return results
 
@@ -76,22 +73,21 @@ def adhoc(inventory: Path, hosts: list[str], module: str, args: str) -> dict[str
 def preflight(inv: Inventory, hosts: list[str]) -> dict[str, HostCheck]:
     """setup on every host, then the image state where the host runs containers."""
     facts = adhoc(inv.path, hosts, "ansible.builtin.setup", "gather_subset=min,hardware")
-    docker = [h for h in hosts if inv.var(h, "fleetperf_executor") == "docker"]
-    images: dict[str, str] = {h: "not used (process executor)" for h in hosts if h not in docker}
-    by_image: dict[str, list[str]] = {}
-    for host in docker:
+    images: dict[str, str] = {}
+    by_image: dict[tuple[Kind, str], list[str]] = {}
+    for host in hosts:
+        name = str(inv.var(host, "fleetperf_executor") or DEFAULT_KIND)
+        kind = KINDS.get(name)
         # The tag run.yml's preflight insists on: a hash of what builds the image.
-        base = inv.var(host, "fleetperf_base_image")
-        vendor = str(inv.var(host, "fleetperf_vendor") or "")
-        name = expected_image(vendor, str(base) if base else None) or ""
-        if not _IMAGE.fullmatch(name):
+        image = kind.image(host, inv.var) if kind else None
+        if kind is None or image is None:
+            images[host] = f"not used ({ascii(name)[1:-1][:40]} executor)"
+        elif not _IMAGE.fullmatch(image):
             images[host] = "no images/<vendor> for this host's fleetperf_vendor"
         elif facts.get(host, {}).get("kind") == "ok":
-            by_image.setdefault(name, []).append(host)
-    for name, image_hosts in by_image.items():
-        found = adhoc(
-            inv.path, image_hosts, "ansible.builtin.command", f"docker image inspect {name}"
-        )
+            by_image.setdefault((kind, image), []).append(host)
+    for (kind, name), image_hosts in by_image.items():
+        found = adhoc(inv.path, image_hosts, *kind.image_probe(name))
         for host in image_hosts:
             res = found.get(host, {})
             images[host] = f"{name} present" if res.get("rc") == 0 else f"{name} missing"
@@ -139,22 +135,17 @@ def provision(
     """provision.yml on ``hosts`` (``--check --diff`` when check); per-host stats."""
     stats: dict[str, dict[str, int]] = {}
 
-    def handle(ev: dict[str, Any]) -> bool:
-        kind = ev.get("event", "")
-        data = ev.get("event_data") or {}
-        status = kind[len("runner_on_") :]
-        if kind.startswith("runner_on_") and data.get("host") and status in TASK_STATUSES:
-            res = data.get("res") or {}
-            if status == "ok" and res.get("changed"):
+    def task(step: Step) -> None:
+        status: str = step.state
+        if step.host and status in TASK_STATUSES:
+            if status == "ok" and step.res.get("changed"):
                 status = "changed"
-            on_task(
-                TaskEvent(data["host"], data.get("task", ""), status, data.get("role", ""), res)
-            )
-        if kind == "playbook_on_stats":
-            for key in ("ok", "changed", "failures", "skipped", "dark"):
-                for host, n in (data.get(key) or {}).items():
-                    stats.setdefault(host, {})[key] = n
-        return False
+            on_task(TaskEvent(step.host, step.task, status, step.role, dict(step.res)))
+
+    def play_stats(data: dict[str, Any]) -> None:
+        for key in ("ok", "changed", "failures", "skipped", "dark"):
+            for host, n in (data.get(key) or {}).items():
+                stats.setdefault(host, {})[key] = n
 
     with tempfile.TemporaryDirectory(prefix="fleetperf-provision-") as private:
         ansible_run(
@@ -164,7 +155,7 @@ def provision(
             playbook=str(PROVISION),
             limit=",".join(hosts),
             cmdline="--check --diff" if check else None,
-            event_handler=handle,
+            event_handler=on_steps(task, play_stats),
             cancel_callback=cancel,
         )
     return stats

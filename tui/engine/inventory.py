@@ -18,7 +18,7 @@ from tui.catalog.catalog import RunSpec
 from tui.core import usercache
 from tui.core.errors import InventoryError
 from tui.executors.ansiblerun import PLAYBOOKS, ansible_env
-from tui.executors.base import DEFAULT_KIND, SLURM
+from tui.executors.base import DEFAULT_KIND
 from tui.executors.registry import KINDS
 
 
@@ -131,18 +131,18 @@ def executor_of(inv: Inventory, host: str) -> str:
 
 def select_hosts(inv: Inventory, spec: RunSpec, used: dict[str, int] | None = None) -> list[str]:
     """``nnodes`` hosts that fit the config, the least used so far first, kept in
-    inventory order (the first is the master). A group of Slurm login hosts gives one
-    of them: Slurm chooses the nodes (checked before the job is submitted)."""
+    inventory order (the first is the master); or the hosts a kind picks from a group of
+    its own (a Slurm login host: Slurm chooses the nodes)."""
     cfg = spec.config
     group = inv.group_hosts(cfg.vendor)
-    logins = [h for h in group if executor_of(inv, h) == SLURM]
-    if logins and len(logins) != len(group):
-        raise InventoryError(
-            f"inventory {inv.path}: group {cfg.vendor!r} mixes Slurm login hosts"
-            f" ({', '.join(logins)}) with other hosts: give Slurm a group of its own"
-        )
-    if logins:
-        return [min(logins, key=lambda h: (used or {}).get(h, 0))]
+    kinds = {h: KINDS[executor_of(inv, h)] for h in group}
+    for kind in dict.fromkeys(kinds.values()):
+        own = [h for h in group if kinds[h] is kind]
+        picked = kind.pick(own, used or {})
+        if picked is not None and len(own) != len(group):
+            raise InventoryError(f"inventory {inv.path}: group {cfg.vendor!r} {kind.mixed(own)}")
+        if picked is not None:
+            return picked
     fits = inv.candidates(cfg.vendor, cfg.chip, cfg.nproc_per_node)
     if len(fits) < cfg.nnodes:
         which = "" if len(fits) == len(group) else f" with chip {cfg.chip}"

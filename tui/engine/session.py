@@ -40,7 +40,6 @@ from tui.engine.handles import Batch, RunHandle, RunPlan
 from tui.engine.inventory import Inventory, executor_of, load_inventory, select_hosts
 from tui.executors.base import (
     DEFAULT_KIND,
-    DOCKER,
     Executor,
     Launch,
     Outcome,
@@ -48,7 +47,7 @@ from tui.executors.base import (
     new_run_id,
 )
 from tui.executors.hostfiles import host_file_limits
-from tui.executors.registry import executor_for, executor_for_launch
+from tui.executors.registry import KINDS, executor_for, executor_for_launch
 from tui.executors.stop import STOPPED
 from tui.results import references
 from tui.results.interrupted import controller_id, mark_interrupted
@@ -60,16 +59,6 @@ if TYPE_CHECKING:
 # An internal error's traceback: to stderr where no front end took the logger (logging's
 # last resort), to the app's log file in the app (tui/app/__init__.py).
 _LOG = logging.getLogger(__name__)
-
-
-def _check_image(inv: Inventory, spec: catalog.RunSpec, hosts: list[str]) -> None:
-    """A docker host runs the vendor's image: refuse the run before anything starts when
-    the image lacks a package the case imports (a process host's Python: in preflight)."""
-    vendor = spec.config.vendor
-    if images.has_image(vendor) and any(executor_of(inv, h) == DOCKER for h in hosts):
-        problem = images.lacks(vendor, spec.case.dir, spec.case.entrypoint)
-        if problem:
-            raise catalog.CatalogError(f"{spec.case.name} {spec.config.ref}: {problem}")
 
 
 class Session:
@@ -110,26 +99,24 @@ class Session:
     ) -> list[RunPlan]:
         """Every case x config resolved (``smoke``: each case's smoke run) and given hosts;
         CatalogError (one line) on bad input."""
-        # Here, not at the top: direct.py and its jinja2 wait for a run (the app's first frame).
-        from tui.executors import direct
-
         if repeat < 1:
             raise UsageError(f"--repeat {repeat}: must be at least 1")
         host_file_limits()  # a bad FLEETPERF_MAX_*_MIB: refused before any launch
-        direct.enabled()  # a bad FLEETPERF_DIRECT too
+        for kind in KINDS.values():  # a bad setting of a kind's (FLEETPERF_DIRECT) too
+            kind.check_settings()
         specs = []
         for case_name, ref in pairs:
             case = catalog.load_case(case_name, self.cases_dir)
             # resolve refuses a precision the vendor or chip cannot run, before any launch
             specs.append(catalog.resolve(case, catalog.load_config(case, ref), sets, smoke))
-        if self._inventory is None:
-            self._inventory = load_inventory(self.inventory)
+        inv = self._inventory or self.read_inventory()
         used: dict[str, int] = {}
         plans = []
         for spec in specs:
             for _ in range(repeat):
-                hosts = select_hosts(self._inventory, spec, used)
-                _check_image(self._inventory, spec, hosts)
+                hosts = select_hosts(inv, spec, used)
+                for kind in dict.fromkeys(KINDS[executor_of(inv, h)] for h in hosts):
+                    kind.check_plan(spec, hosts, inv.var)
                 for host in hosts:
                     used[host] = used.get(host, 0) + 1
                 plans.append(RunPlan(new_run_id(spec.case.name), spec, hosts))
@@ -141,22 +128,12 @@ class Session:
         return batch
 
     def _launch(self, plan: RunPlan) -> Launch:
-        from tui.executors import direct
-
-        hostvars = self._inventory.hostvars if self._inventory else {}
-        follow = {h: how for h in plan.hosts if (how := stream.reach(h, hostvars.get(h, {})))}
-        executor = executor_of(self._inventory, plan.hosts[0]) if self._inventory else DEFAULT_KIND
-        vendor = plan.spec.config.vendor
-        image = None
-        if executor == DOCKER and self._inventory and images.has_image(vendor):
-            # The tag covers the base image the hosts build on (fleetperf_base_image).
-            base = self._inventory.var(plan.hosts[0], "fleetperf_base_image")
-            image = images.expected(vendor, str(base) if base else None)
-        local = None
-        if executor == DEFAULT_KIND and len(plan.hosts) == 1 and direct.enabled():
-            host = plan.hosts[0]
-            here = controller_vars(self.results_dir, self.data_root)
-            local = direct.local_vars(host, hostvars.get(host, {}), self.inventory, here)
+        inv = self._inventory or self.read_inventory()
+        follow = {h: how for h in plan.hosts if (how := stream.reach(h, inv.hostvars.get(h, {})))}
+        kind = KINDS[executor_of(inv, plan.hosts[0])]
+        here = controller_vars(self.results_dir, self.data_root)
+        hostvars = inv.hostvars.get(plan.hosts[0], {})
+        prepared = kind.prepare(plan.spec, plan.hosts, inv.var, hostvars, self.inventory, here)
         return Launch(
             spec=plan.spec,
             run_id=plan.run_id,
@@ -166,9 +143,8 @@ class Session:
             data_root=self.data_root,
             lease_wait_s=self.lease_wait_s,
             follow=follow,
-            executor=executor,
-            image=image,
-            local=local,
+            executor=kind.name,
+            **prepared,
         )
 
     def _execute(
@@ -329,7 +305,7 @@ class Session:
                 "monitoring": monitoring,
                 "load_per_cpu": outcome.load_per_cpu,
                 "synthetic_data": outcome.synthetic_data,
-                "slurm": outcome.slurm,
+                "slurm": outcome.detail,
                 "image": images.ran(record.image, outcome.image_ids) if record.image else None,
             }
         )

@@ -1,5 +1,6 @@
 """Running ansible from the controller: an allow-listed environment, host keys checked,
-extra vars as unsafe text, ansible dying with the controller, leftovers of a dead one."""
+extra vars as unsafe text, ansible dying with the controller, leftovers of a dead one; and
+ansible-runner's events translated into the engine's steps (tui/executors/steps.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import yaml
 from tui.core import safefile
 from tui.core.paths import REPO_ROOT
 from tui.core.stream import SSH_SAFETY
+from tui.core.text import clean
+from tui.executors.steps import Step, StepState
 
 if TYPE_CHECKING:
     from ansible_runner import Runner
@@ -100,6 +103,62 @@ def explain_unreachable(host: str, message: str) -> str:
         f"host {host}: the SSH host key of {found[1]} {what}; once you have checked that the"
         f" host is genuine, record its key: {fix} (or in the inventory's UserKnownHostsFile)"
     )
+
+
+# ansible-runner's per-host task results, and the step state each is.
+_STATES: dict[str, StepState] = {
+    "runner_on_ok": "ok",
+    "runner_retry": "retry",
+    "runner_on_failed": "failed",
+    "runner_on_unreachable": "unreachable",
+    "runner_on_skipped": "skipped",
+}
+
+
+def task_action(data: dict[str, Any]) -> str:
+    """The module a task ran, without its collection prefix (``ns.coll.fleetperf_tail``)."""
+    action = data.get("resolved_action") or data.get("task_action") or ""
+    return str(action).rsplit(".", 1)[-1]
+
+
+def step_of(event: dict[str, Any]) -> Step | None:
+    """An ansible-runner event as the step whose result it carries; None for the others
+    (a play's or a task's start, stats). An unreachable host's ssh failure is explained."""
+    state = _STATES.get(event.get("event", ""))
+    data = event.get("event_data") or {}
+    if state is None:
+        return None
+    host = clean(str(data.get("host") or data.get("remote_addr") or ""))
+    res = dict(data.get("res") or {})
+    if state == "unreachable" and isinstance(res.get("msg"), str):
+        res["msg"] = explain_unreachable(host, res["msg"])
+    return Step(
+        host,
+        task_action(data),
+        state,
+        res,
+        task=str(data.get("task") or ""),
+        play=str(data.get("play") or ""),
+        role=str(data.get("role") or ""),
+        ignored=bool(data.get("ignore_errors")),
+    )
+
+
+def on_steps(
+    handle: Callable[[Step], None], stats: Callable[[dict[str, Any]], None] | None = None
+) -> Callable[[dict[str, Any]], bool]:
+    """An ansible-runner event handler: each task's result to ``handle`` as a step, the
+    play's per-host stats to ``stats``; no job_events kept (they would hold module
+    arguments)."""
+
+    def handler(event: dict[str, Any]) -> bool:
+        if step := step_of(event):
+            handle(step)
+        elif stats and event.get("event") == "playbook_on_stats":
+            stats(event.get("event_data") or {})
+        return False
+
+    return handler
 
 
 # In the run dir of a run whose play ran from another run's dir (several runs, one play):

@@ -150,7 +150,9 @@ class Outcome:
     # data was synthetic (True if on any host; None where no host's data says).
     load_per_cpu: float | None = None
     synthetic_data: bool | None = None
-    slurm: dict[str, Any] | None = None  # job_id, partition, nodes, state (executor slurm)
+    # What the run's kind records of it (the record's executor_detail: a Slurm job's id,
+    # partition, nodes and state), in its own terms.
+    detail: dict[str, Any] | None = None
     # Executor docker: the id of the image each host's container ran (its preflight checked it).
     image_ids: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what a host sent that was refused

@@ -1,7 +1,7 @@
 """The direct executor: a process run on this machine alone, without ansible-playbook. It
 runs the host-side code of run.yml's modules (playbooks/module_utils/fleetperf_steps.py
 and fleetperf_process.py: preflight, launch, poll, stop) in the controller's own process,
-in run.yml's order, and hands the tracker the events the play's tasks would have given
+in run.yml's order, and hands the tracker the steps the play's tasks would have given
 it, so the run's record is the same (docs/executors.md, "The direct path").
 
 A run goes this way when its one host is local (``ansible_connection: local``), runs
@@ -37,6 +37,7 @@ from tui.core.errors import UsageError
 from tui.core.events import LAUNCH_ACTION, PREFLIGHT_ACTION, TAIL_ACTION
 from tui.executors.ansiblerun import PLAYBOOKS, ansible_env
 from tui.executors.base import Launch, Outcome, Started
+from tui.executors.steps import Step, StepState
 from tui.executors.stop import StoppedByPlaybook
 from tui.executors.tracker import HAND_BACK, PREFLIGHT_PLAY, Tracker, conclude, prepare
 
@@ -54,6 +55,24 @@ _OPTIONAL = (
     "fleetperf_master_port",
     "fleetperf_addr",
     "ansible_host",
+)
+
+
+# run.yml's tasks in order, and what the direct path does for each: a test reads the
+# playbook and fails while a task there is missing here, or in another order, so a change
+# to the playbook says what it means for the direct path (tests/unit/test_direct_steps.py).
+RUN_STEPS: tuple[tuple[str, str], ...] = (
+    ("Check the controller's extra vars", "declared(): checked as they are made"),
+    ("Check the benchmark image", "nothing: a process run"),
+    ("Check the host and take its lease", "steps.preflight"),
+    ("Release the lease when another host was refused", "nothing: one host, no other"),
+    ("Launch nowhere when a host was refused", "nothing: one host, no other"),
+    ("Start the workload", "fleetperf_process.launch"),
+    ("Poll events", "steps.poll, until finished, timed out or stalled"),
+    ("Check how the workload ended", "_ended_badly"),
+    ("Stop the other nodes when this one failed", "nothing: one host, no other"),
+    ("Stop the workload", "steps.stop and release, unless the last poll released"),
+    ("Hand the host back", "the HAND_BACK step"),
 )
 
 
@@ -199,19 +218,18 @@ class Direct(StoppedByPlaybook):
         extra, local = launch.extravars(), launch.local or {}
         steps = hostside()
 
-        def event(kind: str, action: str, res: dict[str, Any], **data: Any) -> None:
-            """What ansible-runner would have sent for the task that ran ``action``."""
-            data = {"host": host, "task_action": action, "res": res, **data}
-            tracker({"event": kind, "event_data": data})
+        def event(state: StepState, action: str, res: dict[str, Any], **names: str) -> None:
+            """The step that ran ``action`` (run.yml's ``names``: task, play)."""
+            tracker.step(Step(host, action, state, res, **names))
 
         try:
             try:
                 ready = steps.preflight(_preflight_params(host, extra, local), r.cancel.is_set)
             except steps.Refused as exc:
                 res = {"failed": True, "msg": str(exc), **exc.fields}
-                event("runner_on_failed", PREFLIGHT_ACTION, res, play=PREFLIGHT_PLAY)
+                event("failed", PREFLIGHT_ACTION, res, play=PREFLIGHT_PLAY)
                 return
-            event("runner_on_ok", PREFLIGHT_ACTION, ready, play=PREFLIGHT_PLAY)
+            event("ok", PREFLIGHT_ACTION, ready, play=PREFLIGHT_PLAY)
             tracker.host_dirs.setdefault(host, Path(r.run_dir))  # its files: copied at the end
             released = False
             try:
@@ -220,10 +238,10 @@ class Direct(StoppedByPlaybook):
                 if not released:
                     steps.stop(r.run_dir, steps.STOP_GRACE_S, None)
                     _host_files().release(r.lease, launch.run_id)
-            event("runner_on_ok", "debug", {}, task=HAND_BACK)
+            event("ok", "debug", {}, task=HAND_BACK)
         except Exception as exc:  # a bug: the run fails with it (a launched workload: stopped)
             _LOG.exception("internal error")
-            event("runner_on_failed", "", {"msg": f"internal error: {exc!r}"})
+            event("failed", "", {"msg": f"internal error: {exc!r}"})
         finally:
             tracker.ended.set()
 
@@ -247,7 +265,7 @@ class Direct(StoppedByPlaybook):
         ended = threading.Event()
         reaper = threading.Thread(target=_reap, args=(pid, ended), daemon=True, name=f"reap-{pid}")
         reaper.start()
-        event("runner_on_ok", LAUNCH_ACTION, {"changed": True, "pid": pid})
+        event("ok", LAUNCH_ACTION, {"changed": True, "pid": pid})
         params = {
             "run_dir": r.run_dir,
             "lines": host not in extra["fleetperf_follow"],
@@ -274,10 +292,10 @@ class Direct(StoppedByPlaybook):
                 return False  # aborted: the stop follows
             if res["finished"] or res["timed_out"] or res["stalled"]:
                 break
-            event("runner_retry", TAIL_ACTION, res)
-        event("runner_on_ok", TAIL_ACTION, res)
+            event("retry", TAIL_ACTION, res)
+        event("ok", TAIL_ACTION, res)
         if not (res["finished"] and res["exit_code"] == 0):
-            event("runner_on_failed", "assert", {"msg": _ended_badly(host, extra, res)})
+            event("failed", "assert", {"msg": _ended_badly(host, extra, res)})
         return bool(res["released"])
 
 

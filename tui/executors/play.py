@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from tui.core import safefile
-from tui.executors.ansiblerun import PLAY_FILE, run_playbook
+from tui.executors.ansiblerun import PLAY_FILE, on_steps, run_playbook
 from tui.executors.base import Launch, Outcome, Started
 from tui.executors.extravars import declared
+from tui.executors.steps import Step
 from tui.executors.stop import StoppedByPlaybook, stop_runs
 from tui.executors.tracker import Tracker, conclude, prepare
 
@@ -41,7 +42,7 @@ class Play(StoppedByPlaybook):
     """playbooks/run.yml once for the runs that start together (their hosts disjoint): one
     ansible-playbook, its start and its inventory paid once, each host doing its own run's
     work (fleetperf_runs: host -> its run's vars). ansible-runner's events go to the
-    tracker of the host's run. A run ends when the play is done with each of its hosts,
+    tracker of the host's run, as steps. A run ends when the play is done with each of its hosts,
     which may be long before the play ends: ``outcome`` returns then.
 
     Cancelling one run stops only its hosts (stop.yml on them, again for a host launched
@@ -65,11 +66,9 @@ class Play(StoppedByPlaybook):
         self._lock = threading.Lock()
         self.rc, self.status = 1, "failed"  # ansible-playbook's, once it ended
 
-    def __call__(self, raw: dict[str, Any]) -> bool:
-        host = (raw.get("event_data") or {}).get("host", "")
-        if tracker := self._of_host.get(host):
-            tracker(raw)
-        return False  # ansible-runner keeps no job_events: they would hold module arguments
+    def _step(self, step: Step) -> None:
+        if tracker := self._of_host.get(step.host):
+            tracker.step(step)
 
     def extravars(self) -> dict[str, Any]:
         """run.yml's one extra var: each host -> its run's vars (one dict per run, which
@@ -96,7 +95,7 @@ class Play(StoppedByPlaybook):
                     first.inventory,
                     self.extravars(),
                     len(self._of_host),
-                    event_handler=self,
+                    event_handler=on_steps(self._step),
                     cancel_callback=self._kill.is_set,
                 )
                 self.rc, self.status = runner.rc, runner.status

@@ -1,27 +1,28 @@
-"""The executors by kind: the one list of what a host's ``fleetperf_executor`` may name
-(docs/executors.md). Process and docker runs that start together share one play."""
+"""The kinds of host by name: the one list of what a host's ``fleetperf_executor`` may
+name, each with its rules and executor (tui/executors/kinds.py, docs/executors.md)."""
 
 from __future__ import annotations
 
 from tui.core.errors import UsageError
-from tui.executors.base import DEFAULT_KIND, DOCKER, SLURM, Executor, Launch
-from tui.executors.play import Play
-from tui.executors.slurm import Slurm
+from tui.executors.base import Executor, Launch
+from tui.executors.kinds import Docker, Kind, Process, SlurmLogin
 
-EXECUTORS: dict[str, type[Executor]] = {DEFAULT_KIND: Play, DOCKER: Play, SLURM: Slurm}
-KINDS = tuple(EXECUTORS)
+KINDS: dict[str, Kind] = {kind.name: kind for kind in (Process(), Docker(), SlurmLogin())}
 
 
-def executor_for(kind: str) -> type[Executor]:
-    """The executor of ``kind``; UsageError for a kind none serves."""
-    if kind not in EXECUTORS:
-        raise UsageError(f"executor {kind!r}: not one of {', '.join(KINDS)}")
-    return EXECUTORS[kind]
+def kind_of(name: str) -> Kind:
+    """The kind named ``name``; UsageError for a name none has."""
+    if name not in KINDS:
+        raise UsageError(f"executor {name!r}: not one of {', '.join(KINDS)}")
+    return KINDS[name]
+
+
+def executor_for(name: str) -> type[Executor]:
+    """The executor of the kind named ``name`` (a run's cleanup); UsageError as kind_of."""
+    return kind_of(name).executor
 
 
 def executor_for_launch(launch: Launch) -> type[Executor]:
-    """The executor that runs ``launch``: the direct one for a run on this machine alone
-    (``launch.local``, tui/executors/direct.py), else its kind's."""
-    from tui.executors.direct import Direct  # and jinja2: not imported until a run starts
-
-    return Direct if launch.local is not None else executor_for(launch.executor)
+    """The executor that runs ``launch``: its kind's choice (a process run on this
+    machine alone goes direct)."""
+    return kind_of(launch.executor).executor_for(launch)

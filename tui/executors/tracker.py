@@ -1,6 +1,7 @@
-"""A run's events folded into what its outcome needs (``Tracker``), from ansible-runner's
-events and from the followers of the hosts' event files (tui/core/stream.py); a run's
-directory made before its play (``prepare``) and its outcome after (``conclude``)."""
+"""A run's events folded into what its outcome needs (``Tracker``), from its host-side
+steps (tui/executors/steps.py, whatever carried them) and from the followers of the hosts'
+event files (tui/core/stream.py); a run's directory made before its steps (``prepare``)
+and its outcome after (``conclude``)."""
 
 from __future__ import annotations
 
@@ -22,23 +23,12 @@ from tui.core.events import (
     HostState,
     WorkloadError,
     as_dict,
-    blame,
-    from_runner,
     parse_line,
-    task_action,
 )
-from tui.core.paths import UnsafeName, host_path
 from tui.core.stream import Follower, Reach, capped_lines
-from tui.executors.ansiblerun import explain_unreachable
 from tui.executors.base import Launch, Outcome, run_status
 from tui.executors.hostfiles import copy_host_files, unpack_host_files
-
-# The Slurm executor's modules (playbooks/slurm.yml) whose results the tracker reads.
-SLURM_CHECK, SLURM_SUBMIT, SLURM_POLL = (
-    "fleetperf_slurm_check",
-    "fleetperf_slurm_submit",
-    "fleetperf_slurm_poll",
-)
+from tui.executors.steps import Step, blame, step_events
 
 IMAGE_ACTION = "fleetperf_image"  # run.yml's image check: the id that the launch runs
 PREFLIGHT_PLAY = "Preflight"  # run.yml's first play: a host failing there is out of the play
@@ -47,8 +37,8 @@ DRAIN_S = 5.0  # longest wait at a host's end for its follower to hand on the la
 
 
 class Tracker:
-    """Folds the event stream into what the outcome needs, and keeps a log of it. Events
-    come from ansible-runner's thread and from the followers' threads."""
+    """Folds the event stream into what the outcome needs, and keeps a log of it. Steps
+    come from the executor's threads, workload lines from the followers' threads."""
 
     def __init__(self, launch: Launch, on_event: Callable[[Event], None]) -> None:
         self.run_id = launch.run_id
@@ -64,7 +54,9 @@ class Tracker:
         self.followers: dict[str, Follower] = {}
         self.host_dirs: dict[str, Path] = {}  # run dirs of hosts that share our files
         self.hosts_seen: dict[str, dict[str, Any]] = {}  # what each host's preflight saw
-        self.slurm: dict[str, Any] | None = None  # the Slurm job, as its polls saw it
+        # A kind's own steps (fold_step) and what it records of the run (Outcome.detail).
+        self.fold_step: Callable[[Tracker, Step], None] | None = None
+        self.detail: dict[str, Any] | None = None
         self.fetch_dir = launch.run_dir / "hosts"  # HOST/NAME: what the cleanup brings back
         self.refused: dict[str, str] = {}  # a name from a host -> why it was refused
         self.image_ids: dict[str, str] = {}  # host -> the image id its container ran
@@ -74,56 +66,44 @@ class Tracker:
         self.ended = threading.Event()  # the play is done with every host of this run
         self._lock = threading.Lock()
 
-    def __call__(self, raw: dict[str, Any]) -> bool:
+    def step(self, step: Step) -> None:
+        """Fold one host-side step's result (from any transport) into the run's state."""
         received = time.time()
-        data = raw.get("event_data") or {}
-        host, res = data.get("host", ""), data.get("res") or {}
-        if raw.get("event") == "runner_on_ok" and task_action(data) in (
-            PREFLIGHT_ACTION,
-            SLURM_CHECK,
-        ):
+        host, action, res = step.host, step.action, step.res
+        if step.state == "ok" and action == PREFLIGHT_ACTION:
             self.hosts_seen[host] = {k: res.get(k) for k in ("load_per_cpu", "synthetic_data")}
         # The image id the preflight checked is the one the launch runs (run.yml); the
         # launch's own result is masked where a no_log env value occurs in it.
-        checked = raw.get("event") == "runner_on_ok" and task_action(data) == IMAGE_ACTION
-        if checked and res.get("image_id"):
+        if step.state == "ok" and action == IMAGE_ACTION and res.get("image_id"):
             self.image_ids[host] = str(res["image_id"])
-        if task_action(data) in (SLURM_SUBMIT, SLURM_POLL) and raw.get("event") in (
-            "runner_on_ok",
-            "runner_retry",
-        ):
-            self._slurm(host, task_action(data), res)
-        if raw.get("event") == "runner_on_ok" and host in self.follow:
+        if self.fold_step:  # a kind's own steps (a Slurm job's)
+            self.fold_step(self, step)
+        if step.state == "ok" and host in self.follow:
             # Followed from the preflight on, so the workload's first line is not waited for.
-            if task_action(data) == PREFLIGHT_ACTION and res.get("events"):
-                self._start_follower(host, str(res["events"]))
-            elif task_action(data) == TAIL_ACTION and res.get("exit_code") is not None:
+            if action == PREFLIGHT_ACTION and res.get("events"):
+                self.start_follower(host, str(res["events"]))
+            elif action == TAIL_ACTION and res.get("exit_code") is not None:
                 # The host's end comes after every line its workload wrote before it.
-                self._drain(host, int(res.get("events_bytes") or 0))
-        if raw.get("event") == "runner_on_unreachable" and isinstance(res.get("msg"), str):
-            msg = explain_unreachable(host, res["msg"])
-            raw = {**raw, "event_data": {**data, "res": {**res, "msg": msg}}}
-        for ev in from_runner(self.run_id, raw, received):
+                self.drain(host, int(res.get("events_bytes") or 0))
+        for ev in step_events(self.run_id, step, received):
             self.emit(ev)
-        self._play_part(raw.get("event", ""), data, host)
-        return False  # ansible-runner keeps no job_events: they would hold module arguments
+        self._play_part(step)
 
-    def _play_part(self, kind: str, data: dict[str, Any], host: str) -> None:
-        """Whether the play failed on this run's hosts, and whether it is done with them:
-        a host is done after run.yml's last task, or once it failed in the preflight play
-        (no later play runs on it). A failure that ansible does not ignore fails the run,
-        as it would fail ansible-playbook; an unreachable poll fails the next task anyway."""
-        failed = kind == "runner_on_failed" and not data.get("ignore_errors")
-        if failed or kind == "runner_on_unreachable":
+    def _play_part(self, step: Step) -> None:
+        """Whether the steps failed on this run's hosts, and whether they are done with
+        them: a host is done after run.yml's last task, or once it failed in the preflight
+        play (no later play runs on it). A failure not ignored fails the run, as it would
+        fail ansible-playbook; an unreachable poll fails the next task anyway."""
+        if (step.state == "failed" and not step.ignored) or step.state == "unreachable":
             self.play_failed = True
-            if data.get("play") == PREFLIGHT_PLAY:
-                self.handed_back.add(host)
-        elif kind == "runner_on_ok" and data.get("task") == HAND_BACK:
-            self.handed_back.add(host)
+            if step.play == PREFLIGHT_PLAY:
+                self.handed_back.add(step.host)
+        elif step.state == "ok" and step.task == HAND_BACK:
+            self.handed_back.add(step.host)
         if self.handed_back >= self.phases.keys():
             self.ended.set()
 
-    def _start_follower(self, host: str, events: str, how: Reach | None = None) -> None:
+    def start_follower(self, host: str, events: str, how: Reach | None = None) -> None:
         """Follow ``events`` (on ``host``, or through ``how``: a Slurm node's file seen
         from its login host); its lines are ``host``'s."""
         how = how or self.follow[host]
@@ -138,59 +118,7 @@ class Tracker:
 
         self.followers[host] = Follower(how.argv(events), on_line)
 
-    def _slurm(self, login: str, action: str, res: dict[str, Any]) -> None:
-        """A Slurm job's life as the login host's phases: queued (with Slurm's pending
-        reason), running (on the nodes named), finished; each node's events file followed
-        from the login host once the job runs there."""
-        job = str(res.get("job_id") or "")
-        if action == SLURM_SUBMIT:
-            self.slurm = {"job_id": job, "partition": res.get("partition") or None, "nodes": []}
-            self.emit(HostState(self.run_id, login, "queued", f"slurm job {job} submitted"))
-            return
-        state, reason = res.get("state"), res.get("reason") or ""
-        nodes = self._node_names(login, res.get("nodes"))
-        last = dict(self.slurm or {})
-        self.slurm = {
-            **last,
-            "job_id": job,
-            "partition": res.get("partition") or last.get("partition"),
-            "nodes": nodes or last.get("nodes", []),
-            "state": state,
-        }
-        if (state, reason, nodes) == last.get("_seen"):
-            return
-        self.slurm["_seen"] = (state, reason, nodes)
-        if state == "PENDING":
-            why = f" ({reason})" if reason else ""
-            self.emit(HostState(self.run_id, login, "queued", f"slurm job {job} pending{why}"))
-        elif state == "RUNNING" and nodes:
-            msg = f"slurm job {job} running on {', '.join(nodes)}"
-            self.emit(HostState(self.run_id, login, "running", msg))
-        run_dir = Path(str(res.get("run_dir") or ""))
-        if login in self.follow and res.get("run_dir"):
-            for node in nodes:
-                events = run_dir / "nodes" / node / "events.jsonl"
-                self._start_follower(node, str(events), self.follow[login])
-        if res.get("finished"):
-            for node, size in (res.get("events_bytes") or {}).items():
-                self._drain(node, int(size or 0))
-            if res.get("exit_code") == 0:
-                self.emit(HostState(self.run_id, login, "finished"))
-
-    def _node_names(self, login: str, names: Any) -> list[str]:
-        """The node names of a Slurm poll that may name a path here (each node's files,
-        its follower); the others refused, noted once each."""
-        usable = []
-        for name in names if isinstance(names, list) else []:
-            try:
-                host_path(self.fetch_dir, name)
-            except UnsafeName as exc:
-                self.refused.setdefault(ascii(name)[:80], f"host {login}: Slurm node {exc}")
-                continue
-            usable.append(name)
-        return usable
-
-    def _drain(self, host: str, size: int) -> None:
+    def drain(self, host: str, size: int) -> None:
         if follower := self.followers.get(host):
             follower.drain(size, DRAIN_S)  # short of it: recover() reads the rest
 
@@ -304,7 +232,7 @@ def conclude(
         result=tracker.result,
         load_per_cpu=max(loads, default=None),
         synthetic_data=_synthetic([v["synthetic_data"] for v in seen]),
-        slurm={k: v for k, v in tracker.slurm.items() if k != "_seen"} if tracker.slurm else None,
+        detail=tracker.detail,
         image_ids=tracker.image_ids,
         notes=list(dict.fromkeys([*tracker.refused.values(), *unpacked, *copied])),
     )
