@@ -1,0 +1,160 @@
+"""generate-ttft and generate-throughput: FlagPerf's generate tasks (harness/generate.py).
+
+Unit tests of what must match FlagPerf's code (the prompt template, the CSV as pandas reads
+it, the token counts, ROUGE, the "Throughput" formula), fast tests of prepare, and each
+engine end to end through ``fleetperf --batch`` on the synthetic data: hf on transformers in
+.venv, vllm on an offline vllm.LLM in .venv-vllm (skipped where .venv-vllm is absent, as
+tests/cases/test_llm_serving.py; about 1.5 minutes a run on 2 cores, most of it vLLM's start).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, Fleetperf
+
+sys.path.insert(0, str(REPO / "cases"))
+
+from harness import generate  # noqa: E402
+from harness.errors import InputError  # noqa: E402
+
+ENGINE = REPO / ".venv-vllm" / "bin" / "python"
+needs_vllm = pytest.mark.skipif(
+    not ENGINE.exists(), reason=f"no {ENGINE.relative_to(REPO)} (scripts/bootstrap makes it)"
+)
+PROMPTS = 4
+ROUGES = ("rouge1", "rouge2", "rouge_l", "rouge_lsum")
+
+
+def test_the_prompt_is_flagperfs_template() -> None:
+    # generate/TTFT/nvidia/vllm/ttft.py (and the three other scripts):
+    #     "Please generate a summary about it:" + str(i) +
+    #     "Please generate a summary after the article content is finished."
+    assert generate.prompt("#Person1#: Hi.") == (
+        "Please generate a summary about it:#Person1#: Hi."
+        "Please generate a summary after the article content is finished."
+    )
+
+
+def test_the_csv_reads_as_pandas_reads_it(tmp_path: Path) -> None:
+    """``pd.read_csv(path)["dialogue"].tolist()[0:task_nums]``: an empty cell and pandas'
+    NA strings are NaN (not str, so FlagPerf skips the row); quoted commas and newlines stay."""
+    path = tmp_path / "Xsum.csv"
+    path.write_text(
+        'id,dialogue,summary\n0,"a, b\nc",s0\n1,,s1\n2,NA,s2\n3,n/a b,\n4,d,s4\n5,e,s5\n'
+    )
+    tasks, answers = generate.read_xsum(path, 5)
+    assert tasks == ["a, b\nc", None, None, "n/a b", "d"]
+    assert answers == ["s0", "s1", "s2", None, "s4"]
+    (tmp_path / "bad.csv").write_text("id,text\n0,x\n")
+    with pytest.raises(InputError, match=r"bad\.csv: no column dialogue, summary"):
+        generate.read_xsum(tmp_path / "bad.csv", 1)
+
+
+def test_rouge_is_flagperfs_mean_fmeasure() -> None:
+    from rouge_score import rouge_scorer
+
+    # throughput.py: rouge_scorer.RougeScorer(['rouge1', 'rouge2', 'rougeL', "rougeLsum"],
+    # use_stemmer=True); scores = scorer.score(answers_all[i], gentext[i]); mean fmeasure
+    answers = ["the cats were running home", "a dog sat"]
+    texts = ["the cat runs home", "nothing alike"]
+    got = generate.rouge(answers, texts)
+    scorer = rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL", "rougeLsum"], True)
+    want = [scorer.score(a, t) for a, t in zip(answers, texts, strict=True)]
+    assert got["rouge1"] == pytest.approx((want[0]["rouge1"].fmeasure + 0) / 2)
+    assert got["rouge1"] > 0.5 / 2  # stemmed: cats~cat, running~runs
+    assert got["rouge_l"] == pytest.approx(want[0]["rougeL"].fmeasure / 2)
+    assert got["rouge2"] == pytest.approx(want[0]["rouge2"].fmeasure / 2)
+
+
+def test_throughput_is_result_shows_formula() -> None:
+    # utils/result_show.py: if duration > ttft: throughput = newly_tokens / (duration - ttft)
+    #                       else: throughput = newly_tokens / (duration)
+    assert generate.new_tokens_per_s(160, 10.0, 2.0) == 20.0
+    assert generate.new_tokens_per_s(160, 2.0, 3.0) == 80.0
+
+
+@pytest.fixture(scope="module")
+def fp(tmp_path_factory: pytest.TempPathFactory) -> Fleetperf:
+    tmp = tmp_path_factory.mktemp("generate")
+    runner = Fleetperf(cases_dir=REPO / "cases", data_root=tmp / "data", results=tmp / "results")
+    for case in ("generate-ttft", "generate-throughput"):
+        out = runner.run("prepare", case, "--synthetic")
+        assert out.returncode == 0, out.stderr
+    return runner
+
+
+def _run(fp: Fleetperf, case: str, config: str) -> dict:
+    out = fp.batch(case, config, f"task_nums={PROMPTS}", args=("--format", "json"), timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    (rec,) = json.loads(out.stdout)
+    assert rec["status"] == "passed", rec
+    return rec["metrics"]
+
+
+def _sane_throughput(m: dict, first: str, other: str) -> None:
+    assert m["prompts"] == PROMPTS and m[other] is None
+    assert 0 < m[first] < m["generate_s"] < 600
+    assert m["total_tokens"] > m["new_tokens"] > 0
+    assert m["total_tokens_per_s"] == pytest.approx(m["total_tokens"] / m["generate_s"])
+    assert m["new_tokens_per_s"] == pytest.approx(m["new_tokens"] / (m["generate_s"] - m[first]))
+    for name in ROUGES:
+        assert 0 <= m[name] <= 1, (name, m[name])
+    assert m["rouge1"] >= m["rouge2"]
+    assert m["rouge1"] > 0  # the synthetic model's words are the summaries' words
+
+
+@pytest.mark.slow
+def test_hf_ttft_end_to_end(fp: Fleetperf) -> None:
+    m = _run(fp, "generate-ttft", "cpu/CPUx1x1")
+    assert m["prompts"] == PROMPTS and m["batch_first_token_s"] is None
+    assert 0 < m["first_token_mean_s"] < 60
+    assert m["mem_used_gib"] > 0
+
+
+@pytest.mark.slow
+def test_hf_throughput_end_to_end_counts_tokens_as_flagperf(fp: Fleetperf) -> None:
+    """throughput.py (hf): ``origin_len += len(inputs.input_ids[i])`` and ``new_len += 16``
+    per prompt, whatever generate returned (EOS may end it early)."""
+    from transformers import AutoTokenizer
+
+    m = _run(fp, "generate-throughput", "cpu/CPUx1x1")
+    _sane_throughput(m, "first_token_mean_s", "batch_first_token_s")
+    data = fp.data_root / "generate-throughput"
+    tasks, _ = generate.read_xsum(data / generate.CSV_NAME, PROMPTS)
+    tok = AutoTokenizer.from_pretrained(data / generate.MODEL)
+    prompt_tokens = sum(len(tok([generate.prompt(t)]).input_ids[0]) for t in tasks if t)
+    assert m["new_tokens"] == PROMPTS * 16
+    assert m["total_tokens"] == prompt_tokens + PROMPTS * 16
+
+
+@pytest.mark.slow
+@needs_vllm
+@pytest.mark.xdist_group("llm_serving")
+def test_vllm_ttft_end_to_end(fp: Fleetperf) -> None:
+    m = _run(fp, "generate-ttft", "cpu/CPUx1x1-vllm")
+    assert m["prompts"] == PROMPTS and m["first_token_mean_s"] is None
+    assert 0 < m["batch_first_token_s"] < 60
+    assert m["mem_used_gib"] > 1  # vLLM's processes (a 1 GiB KV cache), not the workload's
+
+
+@pytest.mark.slow
+@needs_vllm
+@pytest.mark.xdist_group("llm_serving")
+def test_vllm_throughput_end_to_end(fp: Fleetperf) -> None:
+    m = _run(fp, "generate-throughput", "cpu/CPUx1x1-vllm")
+    _sane_throughput(m, "batch_first_token_s", "first_token_mean_s")
+    assert m["new_tokens"] <= PROMPTS * 16  # the outputs' token ids: EOS may end one early
+
+
+def test_prepare_from_a_folder_without_the_csv_says_so(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "model").mkdir(parents=True)
+    runner = Fleetperf(REPO / "cases", tmp_path / "data", tmp_path / "results")
+    out = runner.run("prepare", "generate-ttft", "--from", str(src))
+    assert out.returncode == 2
+    assert out.stderr.strip() == f"error: missing data: {src / 'Xsum.csv'}"
+    assert not (tmp_path / "data" / "generate-ttft" / "Xsum.csv").exists()
