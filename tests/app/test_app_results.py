@@ -484,3 +484,45 @@ def test_smoke_and_capped_runs_say_so_beside_their_status(tmp_path: Path) -> Non
     assert statuses[records[-2].run_id] == "passed smoke"
     assert statuses[records[-1].run_id] == "passed capped"
     assert statuses[records[0].run_id] == "passed"
+
+
+def test_one_marked_run_with_a_sweep_shows_its_serving_curve(tmp_path: Path) -> None:
+    """Issue 43: a run's points as the curve's table, tokens/s per user = 1000 / p90 TPOT
+    ('/' where TPOT is 0), under the run marked alone."""
+    records = history()
+    newest = max(records, key=lambda r: r.started)
+    points = [
+        {
+            "hp": {"concurrency": c},
+            "metrics": {
+                "output_tokens_per_s": 100.0 * c,
+                "tpot_p90_ms": tpot,
+                "ttft_p90_ms": 40.0 + c,
+                "goodput_ratio": 1.0,
+            },
+        }
+        for c, tpot in ((1, 4.0), (2, 0.0))
+    ]
+    records = [r.model_copy(update={"points": points}) if r is newest else r for r in records]
+    with ResultStore(tmp_path / "results" / "fleetperf.sqlite") as store:
+        for record in records:
+            store.add(record)
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("4")
+            table = app.screen.query_one("#history", DataTable)
+            await wait_for(pilot, lambda: table.row_count == len(records))
+            await wait_for(pilot, lambda: bool(app.screen.query(SeedsTable)))
+            assert "Serving curve" not in seeds_text(app.screen)
+            table.focus()
+            await pilot.press("space")  # the newest run, first row
+            await wait_for(pilot, lambda: "Serving curve" in seeds_text(app.screen))
+            rows = [line.strip("│ ").split() for line in seeds_text(app.screen).splitlines()]
+            assert [[c for c in r if c != "│"] for r in rows if r[:1] == ["concurrency"]] == [
+                ["concurrency", "1", "100.0", "250.0", "41.0", "1.00"],
+                ["concurrency", "2", "200.0", "/", "42.0", "1.00"],
+            ]
+
+    run(scenario())
