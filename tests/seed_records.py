@@ -148,8 +148,9 @@ def store_at_version(
     with ResultStore(path) as store:
         store.add(first)
     conn = sqlite3.connect(path)
-    conn.executescript(  # nor what Alembic's v11 (qualifications), v12 and v13 added
-        f"ALTER TABLE runs DROP COLUMN {column}; DROP TABLE qualifications;"
+    conn.executescript(  # nor what Alembic's v11 (qualifications), v12 and v13 added, v14 renamed
+        "ALTER TABLE runs RENAME COLUMN executor_detail TO slurm;"
+        f" ALTER TABLE runs DROP COLUMN {column}; DROP TABLE qualifications;"
         " ALTER TABLE runs DROP COLUMN rank_times; ALTER TABLE runs DROP COLUMN points;"
         f" PRAGMA user_version = {version};"
     )

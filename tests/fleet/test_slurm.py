@@ -126,7 +126,7 @@ def test_a_two_node_job_passes(cluster: Cluster, emitter: Fleetperf) -> None:
     (rec,) = emitter.records()
     assert rec["status"] == "passed" and rec["executor"] == "slurm"
     assert rec["hosts"] == ["login"]
-    slurm = rec["slurm"]
+    slurm = rec["executor_detail"]
     assert slurm["partition"] == "debug" and slurm["nodes"] == ["node1", "node2"]
     assert slurm["state"] == "COMPLETED"
     assert cluster.job_state(slurm["job_id"]) == "COMPLETED"
@@ -148,7 +148,7 @@ def test_distilbert_on_two_nodes_passes(cluster: Cluster, tmp_path: Path) -> Non
     assert "node2        started: world size 2" in out.stdout
     (rec,) = fp.records()
     assert rec["status"] == "passed" and rec["config"] == "CPUx2x1"
-    assert rec["slurm"]["nodes"] == ["node1", "node2"] and rec["metrics"]["acc"] >= 0.9
+    assert rec["executor_detail"]["nodes"] == ["node1", "node2"] and rec["metrics"]["acc"] >= 0.9
     assert cluster.settled() == ([], [])
 
 
@@ -240,7 +240,7 @@ def test_sigterm_cancels_the_job_everywhere(
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(120) == 1, out_path.read_text()
     (rec,) = emitter.records()
-    assert rec["status"] == "aborted" and rec["slurm"]["job_id"] == job
+    assert rec["status"] == "aborted" and rec["executor_detail"]["job_id"] == job
     assert cluster.job_state(job) == "CANCELLED"
     assert cluster.settled() == ([], [])
 
@@ -272,7 +272,7 @@ def test_a_time_limit_overrun_fails_as_timeout(
     (rec,) = emitter.records()
     assert rec["status"] == "failed", rec
     assert f"slurm job {job} on node1, node2: TIMEOUT: it ran past its time limit" in rec["error"]
-    assert rec["slurm"]["state"] == "TIMEOUT"
+    assert rec["executor_detail"]["state"] == "TIMEOUT"
     assert cluster.settled() == ([], [])
 
 

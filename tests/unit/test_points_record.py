@@ -46,6 +46,7 @@ def test_v13_adds_points_to_a_store_at_v12_keeping_its_runs(tmp_path: Path) -> N
     conn = sqlite3.connect(path)
     conn.executescript(
         "ALTER TABLE runs DROP COLUMN points; UPDATE alembic_version SET version_num = 'v12';"
+        " ALTER TABLE runs RENAME COLUMN executor_detail TO slurm;"  # as v14 found it
     )
     conn.close()
     with ResultStore(path) as store:
@@ -55,6 +56,5 @@ def test_v13_adds_points_to_a_store_at_v12_keeping_its_runs(tmp_path: Path) -> N
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchone() == (HEAD,)
-        assert HEAD == "v13"
     finally:
         conn.close()

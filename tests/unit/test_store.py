@@ -355,6 +355,7 @@ def test_every_older_sqlite_store_is_upgraded_with_its_runs(tmp_path: Path, vers
         for record in records:
             store.add(record)
     conn = sqlite3.connect(path)
+    conn.execute("ALTER TABLE runs RENAME COLUMN executor_detail TO slurm")  # Alembic's v14
     for column, added in _ADDED_IN.items():
         if added > version:
             conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")

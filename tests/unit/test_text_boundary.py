@@ -33,6 +33,7 @@ from tui.catalog import catalog
 from tui.core.events import LAUNCH_ACTION, TAIL_ACTION, RunStarted
 from tui.core.text import MAX_TEXT, printable
 from tui.engine.handles import Batch, RunPlan
+from tui.engine.runrecord import running_record
 from tui.engine.session import Session
 from tui.executors import tracker as runs
 from tui.executors.ansiblerun import step_of
@@ -229,7 +230,7 @@ def run_chain(s: Session, plan: RunPlan, lines: list[str], host_message: str | N
     out, err = _strict(), _strict()
     batch.subscribe(ProgressPrinter(out, err))
     launch = s._launch(plan)
-    record = s._record(launch, batch.batch_id)
+    record = running_record(launch, batch.batch_id)
     s.store.add(record)
     run._emit(RunStarted(run.run_id, "emitter", "cpu/CPUx1x1", [HOST], time.time()))
     tracker = runs.prepare(launch, run._emit)

@@ -4,10 +4,11 @@ Both front ends drive it: ``--batch`` (tui/batch.py, a printer) and the terminal
 (tui/app/). ``Session.plan`` checks everything before anything starts; ``Session.start``
 runs the plans in background threads (a ``Batch`` of ``RunHandle``: tui/engine/handles.py;
 a run another controller runs is followed: tui/engine/following.py), runs that share no
-host at the same time: those that can start together through one play of run.yml over all
-their hosts (a Slurm run through its own slurm.yml), each run ending, and freeing its hosts,
-as soon as its own hosts are done. Each run's executor comes from its hosts' kind
-(tui/executors/registry.py). Callbacks run on engine threads. No torch, no textual.
+host at the same time: those that can start together through one executor of their hosts'
+kind (tui/executors/kinds.py: one play of run.yml over all their hosts, or a play of each
+run's own), each run ending, and freeing its hosts, as soon as its own hosts are done. The
+engine asks each kind's rules (its hosts, plan checks, launch) without naming a kind.
+Callbacks run on engine threads. No torch, no textual.
 """
 
 from __future__ import annotations
@@ -17,20 +18,17 @@ import os
 import shutil
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from tui.catalog import catalog, images
-from tui.catalog.metrics import CaseMetric
+from tui.catalog import catalog
 from tui.core import liveness, paths, stream
 from tui.core.errors import InventoryError, UsageError
 from tui.core.events import (
     DROPPED,
-    CaseResult,
     RunStarted,
 )
 from tui.core.paths import default_data_root
@@ -38,6 +36,7 @@ from tui.engine import hostcheck
 from tui.engine.following import FOLLOW_POLL_S, FollowedRun, owner_text
 from tui.engine.handles import Batch, RunHandle, RunPlan
 from tui.engine.inventory import Inventory, executor_of, load_inventory, select_hosts
+from tui.engine.runrecord import finished_record, running_record
 from tui.executors.base import (
     DEFAULT_KIND,
     Executor,
@@ -51,7 +50,7 @@ from tui.executors.registry import KINDS, executor_for, executor_for_launch
 from tui.executors.stop import STOPPED
 from tui.results import references
 from tui.results.interrupted import controller_id, mark_interrupted
-from tui.results.record import RunRecord, is_run_id, now_utc_iso, write_result_json
+from tui.results.record import RunRecord, is_run_id, write_result_json
 
 if TYPE_CHECKING:
     from tui.results.store import ResultStore
@@ -151,12 +150,11 @@ class Session:
         self, runs: list[RunHandle], batch_id: str, ended: Callable[[RunHandle], None]
     ) -> None:
         """Start runs on disjoint hosts together, one executor for the runs of each kind's
-        executor (one play of run.yml for process and docker hosts, a Slurm run's own
-        slurm.yml); ``ended`` for each run once it has ended."""
+        executor; ``ended`` for each run once it has ended."""
         begun = []
         for run in runs:
             launch = self._launch(run.plan)
-            record = self._record(launch, batch_id)
+            record = running_record(launch, batch_id)
             self.store.add(record)  # 'running': a controller killed now leaves a trace
             run.status = "running"
             spec = run.plan.spec
@@ -213,7 +211,7 @@ class Session:
                 run._finish("bad_input", self._with_data_root(outcome.error or "", spec), None)
                 return
             dropped, monitoring = DROPPED.take(run.run_id), run._monitor.summary()
-            record = self._finished(record, outcome, dropped, monitoring)
+            record = finished_record(record, outcome, dropped, monitoring)
             if self.judge:
                 record = references.judge(record, spec, self.store)
             # result.json first, the store last: once the store says the run ended, its
@@ -238,77 +236,6 @@ class Session:
         if hint in error and str(self.data_root) in error and not default:
             return error.replace(hint, f"{hint} --data-root {self.data_root}")
         return error
-
-    def _record(self, launch: Launch, batch_id: str) -> RunRecord:
-        """The 'running' record of a run about to start: what the controller knows."""
-        spec = launch.spec
-        return RunRecord(
-            run_id=launch.run_id,
-            batch_id=batch_id,
-            case=spec.case.name,
-            vendor=spec.config.vendor,
-            config=spec.config.name,
-            chip=spec.config.chip,
-            nnodes=spec.config.nnodes,
-            nproc_per_node=spec.config.nproc_per_node,
-            hosts=launch.hosts,
-            status="running",
-            started=now_utc_iso(),
-            precision=spec.precision,
-            fix_hp=spec.seed_fix_hp,
-            hp=spec.hp,
-            smoke=spec.smoke,
-            config_env=spec.config.env,
-            executor=launch.executor,
-            # The tag the docker hosts' preflight insisted on; the ids that ran come at the end.
-            image=launch.image.tag if launch.image else None,
-            case_metrics=[CaseMetric.model_validate(m) for m in spec.case.metrics],
-            columns=spec.case.report,
-            short_names=spec.case.short_names,
-            run_dir=str(launch.run_dir),
-            inventory=str(launch.inventory),
-            controller=controller_id(),
-        )
-
-    def _finished(
-        self,
-        record: RunRecord,
-        outcome: Outcome,
-        dropped_lines: Counter[str],
-        monitoring: dict[str, Any] | None,
-    ) -> RunRecord:
-        result: CaseResult | None = outcome.result
-        known = record.registry()
-        metrics = dict(result.metrics) if result else {}
-        notes = [*(result.notes if result else []), *outcome.notes]
-        dropped = sorted(k for k in metrics if k not in known)
-        if dropped:
-            notes.append(f"metrics not in the registry, dropped: {', '.join(dropped)}")
-        if dropped_lines:  # the workload wrote lines the controller could not take
-            why = "; ".join(f"{n} {reason}" for reason, n in sorted(dropped_lines.items()))
-            notes.append(
-                f"{dropped_lines.total()} event line(s) broke the workload contract"
-                f" (docs/workload-contract.md) and were dropped: {why}"
-            )
-        return RunRecord.model_validate(
-            {
-                **record.model_dump(),
-                "status": outcome.status,
-                "error": outcome.error,
-                "finished": now_utc_iso(),
-                "metrics": {k: v for k, v in metrics.items() if k in known},
-                "notes": notes,
-                "environment": result.environment if result else {},
-                "peak": result.peak if result else None,
-                "rank_times": result.rank_times if result else None,
-                "points": result.points if result else None,
-                "monitoring": monitoring,
-                "load_per_cpu": outcome.load_per_cpu,
-                "synthetic_data": outcome.synthetic_data,
-                "slurm": outcome.detail,
-                "image": images.ran(record.image, outcome.image_ids) if record.image else None,
-            }
-        )
 
     # -- for the front ends: the inventory and its hosts, the results store, cleanup ----
     # The app (from its thread workers), --batch and the command line come here rather

@@ -148,8 +148,9 @@ class RunRecord(BaseModel):
     # What the controller knows: how and where the workload ran.
     executor: str | None = None
     image: str | None = None
-    # Executor slurm: the job as Slurm ran it (job_id, partition, nodes, state).
-    slurm: dict[str, Any] | None = None
+    # What the run's kind of host records of it, in its own terms (tui/executors/kinds.py):
+    # a Slurm job's job_id, partition, nodes and state. Before schema 14: ``slurm``.
+    executor_detail: dict[str, Any] | None = None
     # The hosts' 1-minute load average per CPU in their preflight, just before the launch
     # (the highest of them); tables flag a loaded host.
     load_per_cpu: float | None = None
@@ -183,6 +184,16 @@ class RunRecord(BaseModel):
             raise ValueError("not a run id (letters, digits, . _ -, at most 200)")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed(cls, data: Any) -> Any:
+        # A record written before schema 14 (an export, a result.json) names its kind's
+        # detail ``slurm``.
+        if isinstance(data, dict) and "slurm" in data and "executor_detail" not in data:
+            data = {**data, "executor_detail": data["slurm"]}
+            del data["slurm"]
+        return data
+
     @field_validator("started", "finished", mode="before")
     @classmethod
     def _timestamp(cls, value: Any) -> Any:
@@ -201,7 +212,7 @@ class RunRecord(BaseModel):
         "notes",
         "environment",
         "image",
-        "slurm",
+        "executor_detail",
         "rank_times",
         "points",
         mode="before",

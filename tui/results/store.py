@@ -56,7 +56,7 @@ _JSON_FIELDS = (
     "case_metrics",
     "columns",
     "short_names",
-    "slurm",
+    "executor_detail",
     "verdict",
     "peak",
     "monitoring",

@@ -24,7 +24,7 @@ from tui.core.errors import StoreError
 # an earlier fleetperf refuses it as newer instead of misreading it.
 SCHEMA_VERSION = 11
 BASELINE = "v10"  # the Alembic revision that is schema 10 (migrations/versions/v10_baseline.py)
-HEAD = "v13"  # the newest revision: a store at it opens without Alembic (a test checks it)
+HEAD = "v14"  # the newest revision: a store at it opens without Alembic (a test checks it)
 BUSY_TIMEOUT_S = 60.0  # how long one controller waits for another's write
 CONNECT_TIMEOUT_S = 10  # an unreachable PostgreSQL: refused after this long
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -61,7 +61,7 @@ runs = sa.Table(
     sa.Column("environment", sa.Text, nullable=False),
     sa.Column("executor", sa.Text),
     sa.Column("image", sa.Text),
-    sa.Column("slurm", sa.Text, nullable=False, server_default="null"),
+    sa.Column("executor_detail", sa.Text, nullable=False, server_default="null"),
     sa.Column("load_per_cpu", sa.Float),
     sa.Column("synthetic_data", sa.Integer),  # 1, 0, or NULL: not known
     sa.Column("smoke", sa.Integer, nullable=False, server_default="0"),
@@ -300,8 +300,10 @@ def _legacy_version(conn: sa.Connection, target: Target) -> int:
     return 0 if version == SCHEMA_VERSION else version
 
 
-# Columns of runs that revisions after the baseline add (v12: rank_times, v13: points).
+# Columns of runs that revisions after the baseline add (v12: rank_times, v13: points),
+# and rename (v14: slurm -> executor_detail), new name first.
 _AFTER_BASELINE = ("rank_times", "points")
+_RENAMED_AFTER_BASELINE = (("executor_detail", "slurm"),)
 # Version 1 columns (a v1 store is rebuilt).
 _V1_COLUMNS = (
     "run_id, batch_id, case_name, vendor, config, chip, nnodes, nproc_per_node, hosts, "
@@ -326,6 +328,8 @@ def _migrate_by_hand(conn: sa.Connection, version: int) -> None:
         sql("ALTER TABLE runs_new RENAME TO runs")
         for column in _AFTER_BASELINE:  # schema 10's runs: Alembic's revisions add these
             sql(f"ALTER TABLE runs DROP COLUMN {column}")
+        for new, old in _RENAMED_AFTER_BASELINE:  # and rename these
+            sql(f"ALTER TABLE runs RENAME COLUMN {new} TO {old}")
     else:
         if version == 2:  # hp added; the raw load average became load per CPU
             sql("ALTER TABLE runs ADD COLUMN hp TEXT NOT NULL DEFAULT '{}'")
