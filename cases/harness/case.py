@@ -272,13 +272,8 @@ class CaseFile:
         is declared becomes a float), within SHARED's and the case's bounds, one of the
         allowed values; for a key of ``sweep`` also a list of such values, each checked.
         ValueError saying what is wrong."""
-        if not isinstance(value, list):
-            return self._check_one(key, value)
-        if key not in self.sweep:
-            allowed = f" (only {', '.join(self.sweep)})" if self.sweep else ""
-            raise ValueError(
-                f"takes one value, not a list: case {self.name} sweeps no such key{allowed}"
-            )
+        if not isinstance(value, list) or key not in self.sweep:
+            return self._check_one(key, value)  # a list: not of the default's type
         if not value:
             raise ValueError("an empty list: expected one value or more")
         out = []
