@@ -16,7 +16,7 @@ from conftest import REPO
 from seed_records import distilbert
 
 from tui.results.record import RunRecord
-from tui.results.report import PAD_L
+from tui.results.report_charts import PAD_L
 from tui.results.store import ResultStore
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
