@@ -22,7 +22,8 @@ from seed_records import distilbert
 from tui import cli
 from tui.core import liveness
 from tui.core.paths import store_path
-from tui.results.store import ResultStore, controller_id, mark_interrupted
+from tui.results.interrupted import controller_id, mark_interrupted
+from tui.results.store import ResultStore
 
 TESTS = REPO / "tests"
 
@@ -33,7 +34,8 @@ import json, os, sys
 sys.path[:0] = [{str(REPO)!r}, {str(TESTS)!r}]
 from seed_records import distilbert
 from tui.executors.base import new_run_id
-from tui.results.store import ResultStore, controller_id
+from tui.results.store import ResultStore
+from tui.results.interrupted import controller_id
 record = distilbert(new_run_id("distilbert-pytorch"), "A100x1x8", {{}}, (1, 1, 1, 1, 0.9, 1),
                     status="running", finished=None, controller=controller_id())
 with ResultStore(sys.argv[1]) as store:
@@ -55,7 +57,8 @@ sys.exit(subprocess.run([sys.executable, "-c", *sys.argv[2:]]).returncode)
 REUSED = f"""
 import json, subprocess, sys
 sys.path[:0] = [{str(REPO)!r}, {str(TESTS)!r}]
-from tui.results.store import ResultStore, mark_interrupted
+from tui.results.store import ResultStore
+from tui.results.interrupted import mark_interrupted
 gone = json.loads(subprocess.run([sys.executable, "-c", {CONTROLLER!r}, sys.argv[1]],
                                  input="", capture_output=True, text=True, check=True).stdout)
 with open("/proc/sys/kernel/ns_last_pid", "w") as f:

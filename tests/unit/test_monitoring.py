@@ -9,12 +9,10 @@ import threading
 import pytest
 
 from tui.core.events import SysSample
-from tui.results.monitoring import (
+from tui.results.monitoring import UNKNOWN, Monitor, Stats
+from tui.results.monitoring_tables import (
     ENERGY_HEADER,
     MONITORING_HEADER,
-    UNKNOWN,
-    Monitor,
-    Stats,
     energy_table,
     monitoring_table,
 )

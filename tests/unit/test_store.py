@@ -25,7 +25,8 @@ from seed_records import PEAK, llama_finetune, seed001_records, store_at_version
 
 from tui.engine.session import check_run_id
 from tui.executors.base import new_run_id
-from tui.results.store import SCHEMA_VERSION, ResultStore, StoreError, controller_id
+from tui.results.interrupted import controller_id
+from tui.results.store import SCHEMA_VERSION, ResultStore, StoreError
 from tui.results.storedb import HEAD, MIGRATIONS, metadata
 from tui.results.tables import short_id
 
@@ -441,7 +442,8 @@ def test_a_version_3_store_gains_the_synthetic_flag(tmp_path: Path) -> None:
 _OWNER = """
 import sys
 from seed_records import seed001_records
-from tui.results.store import ResultStore, controller_id
+from tui.results.store import ResultStore
+from tui.results.interrupted import controller_id
 run = seed001_records()[0].model_copy(update={"status": "running", "controller": controller_id()})
 with ResultStore(sys.argv[1]) as store:
     store.add(run)

@@ -16,7 +16,8 @@ from conftest import REPO
 from pgcluster import PASSWORD, USER, Cluster, pg, pg_template  # noqa: F401 (fixtures)
 from seed_records import seed001_records
 
-from tui.results.store import ResultStore, StoreError, mark_interrupted
+from tui.results.interrupted import mark_interrupted
+from tui.results.store import ResultStore, StoreError
 
 
 def test_a_wrong_password_is_one_line_without_the_password(pg: Cluster) -> None:  # noqa: F811
@@ -137,7 +138,8 @@ _CONTROLLER = """
 import json, sys
 from seed_records import seed001_records
 from tui.executors.base import new_run_id
-from tui.results.store import ResultStore, controller_id
+from tui.results.store import ResultStore
+from tui.results.interrupted import controller_id
 run = seed001_records()[0].model_copy(update={
     "run_id": new_run_id("distilbert-pytorch"), "status": "running", "finished": None,
     "controller": controller_id()})

@@ -225,7 +225,7 @@ def run_chain(s: Session, plan: RunPlan, lines: list[str], host_message: str | N
     """One run of ``plan`` whose host hands back ``lines``; a host failure saying
     ``host_message`` after them, if given (then ansible-playbook fails: rc 1)."""
     plan = dataclasses.replace(plan, run_id=new_run_id("emitter"))
-    batch = Batch(s, [plan])  # not started: the run is driven here, as its play would
+    batch = Batch(s._execute, [plan])  # not started: the run is driven here, as its play would
     (run,) = batch.runs
     out, err = _strict(), _strict()
     batch.subscribe(ProgressPrinter(out, err))

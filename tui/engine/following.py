@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tui.core import liveness
@@ -23,7 +24,7 @@ from tui.results.interrupted import mark_interrupted
 from tui.results.record import RunRecord
 
 if TYPE_CHECKING:
-    from tui.engine.session import Session
+    from tui.results.store import ResultStore
 
 
 FOLLOW_POLL_S = 0.5  # how often a followed run's log and record are read
@@ -35,7 +36,9 @@ class FollowedRun(RunEnds):
     in the run's directory (tui/engine/attach.py) as they come, then the run's end as the
     store records it. Subscribed to as a RunHandle is; only its own controller stops it."""
 
-    def __init__(self, session: Session, record: RunRecord, poll_s: float) -> None:
+    def __init__(
+        self, store: ResultStore, results_dir: Path, record: RunRecord, poll_s: float
+    ) -> None:
         super().__init__()
         self.run_id = record.run_id
         self.started = record  # the record as the store had it when following began
@@ -43,9 +46,9 @@ class FollowedRun(RunEnds):
         self.status: RunStatus = "running"
         self.error: str | None = None
         self.record: RunRecord | None = None  # once it ended; None if its record went
-        self._session = session
+        self._store = store
         self._poll_s = poll_s
-        self._log = attach.RunLog(session.results_dir / "runs" / record.run_id / "events.jsonl")
+        self._log = attach.RunLog(results_dir / "runs" / record.run_id / "events.jsonl")
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._follow, name=self.run_id, daemon=True)
 
@@ -96,8 +99,8 @@ class FollowedRun(RunEnds):
         start-up (tui/results/store.py mark_interrupted)."""
         try:
             if liveness.proven_dead(liveness.parse(last.controller)):
-                mark_interrupted(self._session.store)
-            return self._session.store.get(self.run_id)
+                mark_interrupted(self._store)
+            return self._store.get(self.run_id)
         except StoreError:  # locked or lost for now: read again at the next poll
             return last
 

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from tui.catalog import catalog
 from tui.core.events import (
@@ -29,8 +29,9 @@ from tui.executors.base import (
 from tui.results.monitoring import Monitor
 from tui.results.record import RunRecord
 
-if TYPE_CHECKING:
-    from tui.engine.session import Session
+# How a batch has its runs executed (Session._execute): the runs that start together,
+# the batch's id, and what to call as each run ends.
+Execute = Callable[[list["RunHandle"], str, Callable[["RunHandle"], None]], None]
 
 
 Callback = Callable[[Event], None]
@@ -168,11 +169,11 @@ class RunHandle(RunEnds):
 class Batch(Ends):
     """Runs started together; a run waits while another run of the batch holds its hosts."""
 
-    def __init__(self, session: Session, plans: list[RunPlan]) -> None:
+    def __init__(self, execute: Execute, plans: list[RunPlan]) -> None:
         super().__init__()
         self.batch_id = new_run_id("batch")
         self.runs = [RunHandle(plan, self) for plan in plans]
-        self._session = session
+        self._execute = execute
         self._stop = threading.Event()
         self._wake = threading.Condition()
         self._thread = threading.Thread(target=self._schedule, name=self.batch_id, daemon=True)
@@ -236,7 +237,7 @@ class Batch(Ends):
                 self._wake.notify_all()
 
         try:
-            self._session._execute(runs, self.batch_id, ended)
+            self._execute(runs, self.batch_id, ended)
         except Exception as exc:  # a bug (or a store that stays locked): say so, go on
             _LOG.exception("internal error")
             for run in runs:

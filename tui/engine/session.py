@@ -122,7 +122,7 @@ class Session:
         return plans
 
     def start(self, plans: list[RunPlan]) -> Batch:
-        batch = Batch(self, plans)
+        batch = Batch(self._execute, plans)
         batch._thread.start()
         return batch
 
@@ -330,7 +330,7 @@ class Session:
         check_run_id(run_id, self.store.where)
         if record.controller == controller_id():
             raise UsageError(f"run {run_id}: this controller runs it; nothing to follow")
-        handle = FollowedRun(self, record, poll_s)
+        handle = FollowedRun(self.store, self.results_dir, record, poll_s)
         handle._thread.start()
         return handle
 

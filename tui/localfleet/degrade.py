@@ -20,10 +20,22 @@ import re
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from tui.localfleet.hosts import Host
+
+class Host(Protocol):
+    """What degrading a local-fleet host reads of it (tui/localfleet/hosts.py's Host)."""
+
+    name: str
+    netns: str
+    root: Path
+    sshd_pid: int
+
+    @property
+    def veth(self) -> str:
+        """The host's link on the bridge, on this machine's side."""
+        ...
+
 
 CPU_ROOT = Path("/sys/fs/cgroup/cpu")  # this machine's cgroup v1 cpu hierarchy
 PERIOD_US = 100_000
@@ -113,7 +125,7 @@ def restore(host: Host) -> None:
 def _ends(host: Host) -> list[tuple[list[str], str]]:
     """tc and the device, for each end of the host's veth that exists: this machine's end
     (traffic to the host), the host's eth0 in its namespace (traffic from it)."""
-    veth = host.fleet.veth(host)
+    veth = host.veth
     ends = [(["tc"], veth)] if Path("/sys/class/net", veth).exists() else []
     if Path("/run/netns", host.netns).exists():
         ends.append((["tc", "-n", host.netns], "eth0"))

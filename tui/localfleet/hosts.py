@@ -105,6 +105,10 @@ class Host:
     fleet: Fleet = field(repr=False)
 
     @property
+    def veth(self) -> str:
+        return self.fleet.veth(self)
+
+    @property
     def bin_dir(self) -> Path:
         """First on PATH in this host's SSH sessions: stand-in hardware commands."""
         return self.root / "bin"

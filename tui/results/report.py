@@ -28,7 +28,8 @@ from tui.catalog import catalog
 from tui.core import safefile
 from tui.core.errors import CatalogError
 from tui.core.text import html_text
-from tui.results import monitoring, report_curve, report_qualify
+from tui.results import monitoring_tables as mon
+from tui.results import report_curve, report_qualify
 from tui.results.htmltable import breakable, html_table
 from tui.results.record import RunRecord, is_run_id
 from tui.results.references import Reference, comparable_key, history_band
@@ -285,11 +286,11 @@ def _monitoring_tables(run: RunRecord) -> Iterator[str]:
     if summary is None:
         yield '<p class="note">no sys sample in this run</p>'
         return
-    yield f'<p class="note">{_e(monitoring.sampled(summary))}</p>'
-    yield html_table(monitoring.ENERGY_HEADER, monitoring.energy_table(summary))
-    yield html_table(monitoring.MONITORING_HEADER, monitoring.monitoring_table(summary))
+    yield f'<p class="note">{_e(mon.sampled(summary))}</p>'
+    yield html_table(mon.ENERGY_HEADER, mon.energy_table(summary))
+    yield html_table(mon.MONITORING_HEADER, mon.monitoring_table(summary))
     notes = [
-        f"{monitoring.UNKNOWN}: not given by the hardware; empty: does not apply.",
+        f"{mon.UNKNOWN}: not given by the hardware; empty: does not apply.",
         *summary["notes"],
     ]
     yield '<ul class="note">' + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>"

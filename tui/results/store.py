@@ -22,19 +22,10 @@ from pydantic import ValidationError
 
 from tui.core.errors import StoreError
 from tui.core.term import printable
-from tui.results.interrupted import controller_id, interrupted_line, mark_interrupted
 from tui.results.record import RunRecord
 from tui.results.storedb import SCHEMA_VERSION, Target, metrics, open_engine, reason, runs
 
-__all__ = [  # controller_id ... interrupted_line: tui/results/interrupted.py's, used with a store
-    "SCHEMA_VERSION",
-    "MetricPoint",
-    "ResultStore",
-    "StoreError",
-    "controller_id",
-    "interrupted_line",
-    "mark_interrupted",
-]
+__all__ = ["SCHEMA_VERSION", "MetricPoint", "ResultStore", "StoreError"]
 
 RESOLVE_SHOWN = 5  # an ambiguous run id: the matches named in the refusal
 REASON_CHARS = 200  # an unreadable row's reason, as shown

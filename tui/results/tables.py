@@ -13,7 +13,7 @@ from typing import Any
 from harness.metrics import Metric
 
 from tui.catalog.metrics import QUALIFIED, column_key
-from tui.results import monitoring
+from tui.results import monitoring_tables as mon
 from tui.results.record import METRIC_KEYS, RunRecord
 
 FORMATS = ("md", "csv", "json")
@@ -278,22 +278,22 @@ def monitoring_text(run: RunRecord, brief: bool = False) -> str:
             "energy and monitoring: no sys sample (the run ended before its workload sampled,"
             " or it ran before fleetperf kept them)"
         )
-    lines = [f"energy and monitoring ({monitoring.sampled(summary)}):"]
+    lines = [f"energy and monitoring ({mon.sampled(summary)}):"]
     for header, rows in (
-        (monitoring.ENERGY_HEADER, monitoring.energy_table(summary)),
-        (monitoring.MONITORING_HEADER, monitoring.monitoring_table(summary)),
+        (mon.ENERGY_HEADER, mon.energy_table(summary)),
+        (mon.MONITORING_HEADER, mon.monitoring_table(summary)),
     ):
         if brief:
-            header, rows = monitoring.measured(header, rows)
+            header, rows = mon.measured(header, rows)
         if rows:
             lines += ["", _md_row(header), _md_row(["---"] * len(header))]
             lines += [_md_row(cells) for cells in rows]
     if brief:
-        lacking = ", ".join(monitoring.unmeasured(summary))
+        lacking = ", ".join(mon.unmeasured(summary))
         why = f"fleetperf results {short_id(run.run_id)} says why"
         lines.append(f"\nnot measured: {lacking} ({why})")
         return "\n".join(lines)
-    lines.append(f"\n{monitoring.UNKNOWN}: not given by the hardware; empty: does not apply.")
+    lines.append(f"\n{mon.UNKNOWN}: not given by the hardware; empty: does not apply.")
     lines += [f"  - {note}" for note in summary["notes"]]
     return "\n".join(lines)
 
