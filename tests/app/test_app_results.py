@@ -14,7 +14,8 @@ from textual.widgets import DataTable, Input, Select, Static
 
 from tui.app.app import FleetperfApp
 from tui.app.screens import results as results_screen
-from tui.app.screens.results import ExportScreen, ResultsScreen
+from tui.app.screens.export import ExportScreen
+from tui.app.screens.results import ResultsScreen
 from tui.app.widgets.plots import HistoryPlot, RunCurves, RunPlot, config_history, run_curves
 from tui.app.widgets.runtable import SeedsTable, SeedsView
 from tui.results.compare import compare

@@ -10,7 +10,7 @@ import json
 from rich.console import Console
 from seed_records import seed001_records
 
-from tui.app.screens.results import _compare_table
+from tui.app.widgets.resultcells import compare_table
 from tui.results.compare import metric_label
 from tui.results.record import metric_registry
 from tui.results.tables import export_text
@@ -36,7 +36,7 @@ def test_a_percentage_is_labelled_as_one() -> None:
         for r, mfu in zip(seed001_records()[:2], (0.334, 0.351), strict=True)
     )
     console = Console(record=True, width=160)
-    console.print(_compare_table(before, after, []))
+    console.print(compare_table(before, after, []))
     shown = console.export_text()
     assert "mfu_measured (%)" in shown and "33.4%" in shown
     assert "mfu_measured (fraction)" not in shown and "acc (fraction)" in shown

@@ -15,7 +15,8 @@ from app_support import make_app, run, seed_store, wait_for
 from conftest import Fleetperf
 
 from tui import cli
-from tui.app.screens.results import ExportScreen, ResultsScreen
+from tui.app.screens.export import ExportScreen
+from tui.app.screens.results import ResultsScreen
 from tui.core import safefile
 from tui.core.paths import store_path
 from tui.executors.hostfiles import HOST_ARCHIVE, unpack_host_files

@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import gc
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Group
-from rich.table import Table
-from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import (
-    Button,
     ContentSwitcher,
     DataTable,
     Footer,
@@ -29,28 +24,27 @@ from textual.widgets import (
 )
 
 from tui.app.safe import literal
+from tui.app.screens.export import export
 from tui.app.widgets.curve import curve_table
 from tui.app.widgets.plots import (
     History,
-    HistoryPlot,
     RunCurves,
-    RunPlot,
     config_history,
-    history_legend,
     run_curves,
-    run_legend,
 )
+from tui.app.widgets.resultcells import (
+    compare_table,
+    mark_cell,
+    metric_cell,
+    status_cell,
+    verdict_table,
+)
+from tui.app.widgets.resultcharts import Charts
 from tui.app.widgets.runtable import SeedsView
-from tui.core import safefile
 from tui.core.errors import StoreError, UserInputError
-from tui.results.compare import compare, metric_label
 from tui.results.record import RunRecord
-from tui.results.report import fmt_band
 from tui.results.tables import (
-    FORMATS,
-    capped,
     config_env_text,
-    export_text,
     peak_text,
     short_id,
 )
@@ -265,15 +259,15 @@ class ResultsScreen(Screen[None]):
         table = self.query_one("#history", DataTable)
         for r in self._listed[table.row_count : rows]:
             table.add_row(
-                _mark(r.run_id in self.marked),
+                mark_cell(r.run_id in self.marked),
                 literal(short_id(r.run_id)),
-                _status(r),
+                status_cell(r),
                 literal(r.started.replace("T", " ").rstrip("Z")),
                 literal(r.case),
                 literal(f"{r.vendor}/{r.config}"),
-                _metric(r, "p_whole", ".1f"),
-                _metric(r, "acc", ".3f"),
-                _metric(r, "loss", ".4f"),
+                metric_cell(r, "p_whole", ".1f"),
+                metric_cell(r, "acc", ".3f"),
+                metric_cell(r, "loss", ".4f"),
                 key=r.run_id,
             )
 
@@ -332,7 +326,7 @@ class ResultsScreen(Screen[None]):
         else:
             self.marked.append(run_id)
         table = self.query_one("#history", DataTable)
-        table.update_cell(run_id, "mark", _mark(run_id in self.marked))
+        table.update_cell(run_id, "mark", mark_cell(run_id in self.marked))
         self._subtitle(len(self.shown))
         self._render_pane()
 
@@ -368,9 +362,9 @@ class ResultsScreen(Screen[None]):
             before, after = self._selection()
             # Its spread comes from its config's runs only (comparable_key): looked at alone.
             same = self._by_config.get(_config(after), [])
-            table = _compare_table(before, after, same)
+            table = compare_table(before, after, same)
             view = self.query_one("#compare-view", Static)
-            view.update(Group(table, _verdict_table(after)) if after.verdict else table)
+            view.update(Group(table, verdict_table(after)) if after.verdict else table)
             return
         self.query_one(ContentSwitcher).current = "seeds"  # compare needs two marked
         runs, notes = self._seeds_table()
@@ -397,7 +391,7 @@ class ResultsScreen(Screen[None]):
                 )
             )
         flagged = [r for r in selection if r.verdict and r.verdict.flagged]
-        notes += [Static(_verdict_table(r)) for r in flagged]
+        notes += [Static(verdict_table(r)) for r in flagged]
         if len(self.marked) == 1:  # one run: what its MFU divides, the env its config set
             (run,) = selection
             notes.append(Static(literal(f"{peak_text(run)}\n\n{config_env_text(run)}")))
@@ -429,10 +423,7 @@ class ResultsScreen(Screen[None]):
     def _draw_charts(
         self, run: RunRecord | None, curves: RunCurves | None, history: History | None
     ) -> None:
-        self.query_one("#run-legend", Label).update(run_legend(curves))
-        self.query_one(RunPlot).show(curves)
-        self.query_one("#history-legend", Label).update(history_legend(history, run))
-        self.query_one(HistoryPlot).show(history)
+        self.query_one(Charts).show(run, curves, history)
 
     # -- export -----------------------------------------------------------------------
 
@@ -441,164 +432,8 @@ class ResultsScreen(Screen[None]):
         if not records:
             self.notify("Nothing to export.", severity="warning")
             return
-        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        base = self.app.config.results_dir / "exports" / f"fleetperf-{stamp}"
-
-        def done(result: tuple[str, Path] | None) -> None:
-            if result is None:
-                return
-            fmt, path = result
-            try:
-                safefile.make_dirs(path.parent)
-                safefile.write_text(path, export_text(records, fmt))
-            except OSError as exc:
-                self.notify(f"{path}: {exc.strerror}", title="Not exported", severity="error")
-                return
-            self.notify(f"{len(records)} run(s) written to {path}", title="Exported")
-
-        self.app.push_screen(ExportScreen(base, len(records), self.app.config.read_only), done)
-
-
-class Charts(Horizontal):
-    """The highlighted run's loss and samples/s per step beside its config's history."""
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="plot"):
-            yield Label(id="run-legend", classes="plot-legend")
-            yield RunPlot(id="run-plot")
-        with Vertical(id="history-plot-side", classes="plot"):
-            yield Label(id="history-legend", classes="plot-legend")
-            yield HistoryPlot(id="history-plot")
-
-
-class ExportScreen(ModalScreen[tuple[str, Path] | None]):
-    """Pick a format; the path is editable unless the app is read-only (served in a
-    browser): then the file goes where ``base`` says, under the results directory."""
-
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="export.cancel")]
-
-    def __init__(self, base: Path, count: int, read_only: bool = False) -> None:
-        super().__init__()
-        self.base, self.count, self.read_only = base, count, read_only
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Label(f"Export {self.count} run(s) to", classes="question")
-            yield Input(str(self.base), id="export-path", disabled=self.read_only)
-            if self.read_only:
-                yield Label(
-                    "Fixed in the browser: fleetperf serve --allow-write lets you choose.",
-                    classes="hint",
-                )
-            with Horizontal(classes="buttons"):
-                for fmt in FORMATS:
-                    yield Button(fmt, id=f"export-{fmt}")
-
-    def on_button_pressed(self, event: Button.Pressed) -> None:
-        fmt = str(event.button.id).removeprefix("export-")
-        # Read-only: the page's keystrokes never choose where a file is written.
-        path = self.base if self.read_only else Path(self.query_one(Input).value).expanduser()
-        if path.suffix.lstrip(".") not in FORMATS:
-            path = path.with_name(f"{path.name}.{fmt}")
-        self.dismiss((fmt, path))
-
-
-def _status(record: RunRecord) -> Text:
-    """The status, smoke or capped where the run was cut short (issue 41: not a full run),
-    and the metrics the run's verdict flagged (docs/references.md)."""
-    text = literal(record.status)
-    if record.smoke or capped(record):
-        text.append(" smoke" if record.smoke else " capped", style="dim")
-    flagged = record.verdict.flagged if record.verdict else []
-    if flagged:
-        text.append(f" ! {', '.join(c.metric for c in flagged)}", style="bold red")
-    return text
-
-
-def _verdict_table(record: RunRecord) -> Table:
-    """Each metric the run was judged on: its value, the band and where the band came from."""
-    table = Table(
-        title=literal(f"verdict of {record.run_id}", style="table.title"),
-        title_justify="left",
-        expand=True,
-    )
-    for name in ("metric", "value", "band", "from", ""):
-        table.add_column(name, justify="right" if name in ("value", "band") else "left")
-    for metric, value, band, basis, flagged in check_rows(record):
-        flag = Text("! outside", style="bold red") if flagged else Text("")
-        table.add_row(literal(metric), literal(value), literal(band), literal(basis), flag)
-    for note in record.verdict.notes if record.verdict else []:
-        table.add_row("", "", "", literal(note), Text(""))
-    return table
-
-
-def _mark(marked: bool) -> Text:
-    return Text("[x]" if marked else "[ ]")
+        export(self.app, records)
 
 
 def _config(record: RunRecord) -> tuple[str, str, str]:
     return record.case, record.vendor, record.config
-
-
-def _metric(record: RunRecord, key: str, fmt: str) -> str:
-    value = record.metrics.get(key)
-    return "/" if value is None else format(value, fmt)
-
-
-def _compare_table(before: RunRecord, after: RunRecord, history: list[RunRecord]) -> Table:
-    comparison = compare(before, after, history)
-    title = literal(
-        f"{after.case}: {before.vendor}/{before.config} {before.run_id}  vs  "
-        f"{after.vendor}/{after.config} {after.run_id}",
-        style="table.title",  # what Rich gives a str title
-    )
-    if comparison.differs:  # never compared as like for like without a word
-        title.append(
-            literal(f"\nnot like for like: {'; '.join(comparison.differs)}", style="bold yellow")
-        )
-    apart = comparison.load_apart
-    table = Table(
-        title=title,
-        title_justify="left",
-        caption=literal(
-            f"earlier spread: {comparison.spread_runs} comparable passed run(s) of the newer"
-            " run" + (f"; {apart}" if apart else "")
-        ),
-        caption_justify="left",
-        expand=True,
-    )
-    for name in ("metric", "before", "after", "change", "earlier spread", ""):
-        table.add_column(name, justify="left" if name in ("metric", "") else "right")
-    for row in comparison.changes:
-        m = row.metric
-        change = "-" if row.change is None else f"{row.change * 100:+.1f}%"
-        style = {True: "green", False: "red", None: ""}[row.better]
-        spread = (
-            "too few runs"
-            if row.spread is None
-            else f"{m.show(row.spread[0])}..{m.show(row.spread[1])}"
-        )
-        flag = Text("! outside", style="bold red") if row.outside else Text("")
-        table.add_row(
-            literal(metric_label(m)),
-            literal(m.show(row.before)),
-            literal(m.show(row.after)),
-            Text(change, style=style),
-            literal(spread),
-            flag,
-        )
-    return table
-
-
-def check_rows(record: RunRecord) -> list[tuple[str, str, str, str, bool]]:
-    """The verdict as rows for a screen: metric, value, band, where it came from, flagged."""
-    if record.verdict is None:
-        return []
-    metrics = record.registry()
-    rows = []
-    for c in record.verdict.checks:
-        m = metrics.get(c.metric)
-        value = m.show(c.value) if m else f"{c.value:g}"
-        band = fmt_band(m, c.low, c.high) if m else "?"
-        rows.append((c.metric, value, band, c.basis, c.flagged))
-    return rows
