@@ -46,6 +46,7 @@ from tui.executors.base import (
     new_run_id,
 )
 from tui.executors.hostfiles import host_file_limits
+from tui.executors.kinds import Placed
 from tui.executors.registry import KINDS, executor_for, executor_for_launch
 from tui.executors.stop import STOPPED
 from tui.results import references
@@ -132,7 +133,9 @@ class Session:
         kind = KINDS[executor_of(inv, plan.hosts[0])]
         here = controller_vars(self.results_dir, self.data_root)
         hostvars = inv.hostvars.get(plan.hosts[0], {})
-        prepared = kind.prepare(plan.spec, plan.hosts, inv.var, hostvars, self.inventory, here)
+        prepared = kind.prepare(
+            Placed(plan.spec, plan.hosts, inv.var, hostvars, self.inventory, here)
+        )
         return Launch(
             spec=plan.spec,
             run_id=plan.run_id,

@@ -7,6 +7,7 @@ imports the engine; tui/executors/registry.py holds one of each."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,19 @@ from tui.executors.play import Play
 from tui.executors.slurm import Slurm
 
 HostVar = Callable[[str, str], Any]  # (host, name) -> the host var, None where unset
+
+
+@dataclass(frozen=True)
+class Placed:
+    """A run about to launch, as a kind's ``prepare`` sees it: ``hostvars`` its first
+    host's, ``here`` the controller's vars (base.controller_vars)."""
+
+    spec: RunSpec
+    hosts: list[str]
+    var: HostVar
+    hostvars: Mapping[str, Any]
+    inventory: Path
+    here: dict[str, str]
 
 
 class Kind:
@@ -42,17 +56,8 @@ class Kind:
     def check_plan(self, spec: RunSpec, hosts: list[str], var: HostVar) -> None:
         """Refuse a run on ``hosts`` before anything starts (CatalogError, one line)."""
 
-    def prepare(
-        self,
-        spec: RunSpec,
-        hosts: list[str],
-        var: HostVar,
-        hostvars: Mapping[str, Any],
-        inventory: Path,
-        here: dict[str, str],
-    ) -> dict[str, Any]:
-        """What the launch carries for this kind (Launch's fields): ``hostvars`` the
-        first host's, ``here`` the controller's vars (controller_vars)."""
+    def prepare(self, run: Placed) -> dict[str, Any]:
+        """What the launch of ``run`` carries for this kind (Launch's fields)."""
         return {}
 
     def image(self, host: str, var: HostVar) -> str | None:
@@ -77,20 +82,14 @@ class Process(Kind):
 
         direct.enabled()
 
-    def prepare(
-        self,
-        spec: RunSpec,
-        hosts: list[str],
-        var: HostVar,
-        hostvars: Mapping[str, Any],
-        inventory: Path,
-        here: dict[str, str],
-    ) -> dict[str, Any]:
+    def prepare(self, run: Placed) -> dict[str, Any]:
         from tui.executors import direct
 
-        if len(hosts) != 1 or not direct.enabled():
+        if len(run.hosts) != 1 or not direct.enabled():
             return {}
-        return {"local": direct.local_vars(hosts[0], dict(hostvars), inventory, here)}
+        return {
+            "local": direct.local_vars(run.hosts[0], dict(run.hostvars), run.inventory, run.here)
+        }
 
     def executor_for(self, launch: Launch) -> type[Executor]:
         from tui.executors.direct import Direct
@@ -110,20 +109,12 @@ class Docker(Kind):
             if problem:
                 raise CatalogError(f"{spec.case.name} {spec.config.ref}: {problem}")
 
-    def prepare(
-        self,
-        spec: RunSpec,
-        hosts: list[str],
-        var: HostVar,
-        hostvars: Mapping[str, Any],
-        inventory: Path,
-        here: dict[str, str],
-    ) -> dict[str, Any]:
-        vendor = spec.config.vendor
+    def prepare(self, run: Placed) -> dict[str, Any]:
+        vendor = run.spec.config.vendor
         if not images.has_image(vendor):
             return {}
         # The tag covers the base image the hosts build on (fleetperf_base_image).
-        base = var(hosts[0], "fleetperf_base_image")
+        base = run.var(run.hosts[0], "fleetperf_base_image")
         return {"image": images.expected(vendor, str(base) if base else None)}
 
     def image(self, host: str, var: HostVar) -> str | None:
