@@ -11,35 +11,31 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 from typing import TextIO
 
-from tui.batch import drive, signals_set
+from tui.batch import drive
 from tui.catalog import catalog
 from tui.catalog.suites import load_suite
-from tui.core.errors import InventoryError, UsageError, UserInputError
+from tui.core.errors import InventoryError, UsageError
 from tui.core.events import Event, RunFinished
 from tui.core.term import printable
 from tui.engine import hostcheck
 from tui.engine.handles import RunPlan
 from tui.engine.session import Session
 from tui.executors.base import new_run_id
-from tui.qualify import keep, output
+from tui.qualify import output
 from tui.qualify.judge import Sample, judge, judge_links
 from tui.qualify.records import covariates, link_samples, metric_label, rule_for
 from tui.qualify.rules import suite_rules
 from tui.qualify.schedule import pair_rounds
 from tui.qualify.stragglers import Ranks, judge_ranks
-from tui.results import qualifications
-from tui.results.record import RunRecord, now_utc_iso
+from tui.results.record import RunRecord
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_FLAGGED = 0, 1, 2, 3
 HOST_SUITE, LINK_SUITE = "base", "base-interhost"
 
 
@@ -312,7 +308,9 @@ class Qualification:
                 self._say(f"all_reduce stragglers: {note}")
 
     def _say(self, line: str) -> None:
-        print(printable(line), file=self.out, flush=True)
+        """A progress line, to the stream the front end gave (the app's: its log)."""
+        self.out.write(printable(line) + "\n")
+        self.out.flush()
 
     # -- judging -----------------------------------------------------------------------
 
@@ -346,89 +344,3 @@ def _interleave(groups: list[list[RunPlan]]) -> list[RunPlan]:
     for i in range(max((len(g) for g in groups), default=0)):
         out += [g[i] for g in groups if i < len(g)]
     return out
-
-
-def run_qualify(args: QualifyArgs, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """The command: 0 nothing flagged, 3 something flagged, 2 bad input, 1 stopped or a
-    run refused mid-way."""
-    progress = out if args.fmt == "md" else err
-    started = now_utc_iso()
-    try:
-        if args.repeat < 1:
-            raise UsageError(f"--repeat {args.repeat}: must be at least 1")
-        session = Session(
-            args.inventory,
-            args.results_dir,
-            args.data_root,
-            lease_wait_s=args.wait_s,
-            judge=False,
-            store=args.store,
-        )
-    except UserInputError as exc:
-        print(printable(f"fleetperf qualify: error: {exc}"), file=err)
-        return EXIT_BAD_INPUT
-    try:
-        try:
-            session.open_store()
-            group, hosts = pick_hosts(session.host_groups(), args.group, args.limit)
-            qual = Qualification(args, session, group, hosts, progress)
-            shared = shared_machines(boot_ids(session, hosts))
-        except UserInputError as exc:
-            print(printable(f"fleetperf qualify: error: {exc}"), file=err)
-            return EXIT_BAD_INPUT
-        one_at_a_time = args.one_at_a_time or bool(shared)
-        for machine in shared:
-            print(
-                printable(
-                    f"== hosts {', '.join(machine)} share one machine (one boot id): one at a time"
-                ),
-                file=progress,
-            )
-        print(
-            printable(
-                f"== qualify group {group}: {len(hosts)} hosts; {len(qual.host_specs)} runs"
-                f" each x {args.repeat}, {len(qual.link_specs)} per pair x {args.repeat}"
-            ),
-            file=progress,
-            flush=True,
-        )
-        begun = time.monotonic()
-        with signals_set(qual.requested):
-            measured = qual.run(one_at_a_time)
-        if measured.refused:
-            print(printable(f"fleetperf qualify: error: {measured.refused}"), file=err)
-            return EXIT_BAD_INPUT
-        if measured.stopped:
-            print("fleetperf qualify: stopped; nothing judged", file=err)
-            return EXIT_FAILED
-        result = qual.judged()
-        keep.save(session.store_at, started, result)
-    finally:
-        session.close()
-    print(printable(f"== {time.monotonic() - begun:.0f} s\n"), file=progress)
-    print(printable(output.render(result, args.fmt)), file=out)
-    flags = output.flag_lines(result)
-    for line in flags:
-        print(printable(line), file=progress)
-    return EXIT_FLAGGED if flags else EXIT_OK
-
-
-def show_history(
-    args: QualifyArgs, host: str, out: TextIO = sys.stdout, err: TextIO = sys.stderr
-) -> int:
-    """``--history HOST``: the host's verdicts of every qualification, oldest first, and
-    its latest medians against its own past."""
-    store_at = args.store or Session(args.inventory, args.results_dir, args.data_root).store_at
-    try:
-        rows = qualifications.history(store_at, host)
-    except UserInputError as exc:
-        print(printable(f"fleetperf qualify: error: {exc}"), file=err)
-        return EXIT_BAD_INPUT
-    if not rows:
-        print(
-            printable(f"fleetperf qualify: error: no qualification of host {host} in the store"),
-            file=err,
-        )
-        return EXIT_BAD_INPUT
-    print(printable(output.history_text(host, rows, args.fmt)), file=out)
-    return EXIT_OK
