@@ -1,6 +1,7 @@
-"""An internal error below the front ends (engine, executors, results) is logged, never
-printed: on stderr through logging's last resort in the command line, to the results
-directory's app.log in the app, where stderr would be drawn over the screen."""
+"""Below the front ends (tui/cli.py, tui/commands/, tui/batch.py, tui/app/) nothing prints,
+and an internal error is logged: on stderr through logging's last resort in the command
+line, to the results directory's app.log in the app, where stderr would be drawn over the
+screen."""
 
 from __future__ import annotations
 
@@ -61,11 +62,46 @@ def test_the_app_log_is_never_written_through_a_link(tmp_path: Path) -> None:
         safefile.appending(tmp_path / "fifo")
 
 
-def test_nothing_below_the_front_ends_prints() -> None:
+# The front ends, which alone print (tui/cli.py, tui/commands/, tui/batch.py, tui/app/);
+# every other module of tui/ returns values or raises, or writes to a stream a front end
+# handed it (qualify's progress).
+FRONT_ENDS = ("cli.py", "commands", "batch.py", "app")
+PRINTS = re.compile(
+    r"\bprint\(|traceback\.print_|print_exc\(|\bsys\.(__)?std(out|err)\b|os\.write\([12],"
+)
+
+
+def prints_below_the_front_ends(root: Path) -> list[str]:
+    """Each line of a module under ``root`` (a copy of tui/) outside the front ends that
+    prints or reaches for the process's stdout or stderr, as path:line."""
     found = []
-    for layer in ("engine", "executors", "results"):
-        for path in sorted((REPO / "tui" / layer).rglob("*.py")):
-            for n, line in enumerate(path.read_text().splitlines(), 1):
-                if re.search(r"\bprint\(|print_exc\(|sys\.std(out|err)\.write", line):
-                    found.append(f"{path.relative_to(REPO)}:{n}")
-    assert found == []
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] in FRONT_ENDS:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if PRINTS.search(line):
+                found.append(f"{path.relative_to(root)}:{n}")
+    return found
+
+
+def test_nothing_below_the_front_ends_prints() -> None:
+    assert all((REPO / "tui" / name).exists() for name in FRONT_ENDS)
+    assert prints_below_the_front_ends(REPO / "tui") == []
+
+
+def test_the_check_finds_a_print_below_the_front_ends(tmp_path: Path) -> None:
+    for name, text in {
+        "cli.py": "print('usage')\n",
+        "commands/store.py": "import sys\nsys.stdout.write('x')\n",
+        "qualify/run.py": "def say(line):\n    print(line, flush=True)\n",
+        "localfleet/fleet.py": "import sys\ndef main(out=sys.stderr): ...\n",
+        "engine/session.py": "import traceback\ntraceback.print_exc()\n",
+        "results/store.py": "x = 1\n",
+    }.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert prints_below_the_front_ends(tmp_path) == [
+        "engine/session.py:2",
+        "localfleet/fleet.py:2",
+        "qualify/run.py:2",
+    ]
