@@ -3,10 +3,8 @@ pick a suite and its chips and run it."""
 
 from __future__ import annotations
 
-import shlex
 from typing import TYPE_CHECKING
 
-from rich import box
 from rich.table import Table
 from rich.text import Text
 from textual import on, work
@@ -19,6 +17,18 @@ from textual.widgets.tree import TreeNode
 
 from tui.app.safe import literal
 from tui.app.screens.dialogs import ConfirmScreen
+from tui.app.widgets.casedetail import (
+    Pick,
+    batch_command,
+    capped_note,
+    case_info,
+    family_table,
+    resolved_table,
+    runs_table,
+    suite_info,
+    suites_table,
+)
+from tui.app.widgets.casetree import GUIDE, Chip, add_cases, add_suites, pick_label
 from tui.app.widgets.picktree import PickTree
 from tui.catalog import catalog
 from tui.catalog.suites import Suite, load_suite, suite_names
@@ -26,12 +36,6 @@ from tui.core.errors import UserInputError
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
-
-Pick = tuple[str, str]  # (case, vendor/CHIPxNxP)
-# The families the tree groups cases by (case.yaml's kind), in this order; any other last.
-FAMILIES = ("training", "inference", "serving", "base")
-GUIDE = 3  # the tree's indent per level: families, cases, configs
-Chip = tuple[str, str]  # (suite, vendor/CHIP)
 
 
 class CasesScreen(Screen[None]):
@@ -95,7 +99,7 @@ class CasesScreen(Screen[None]):
         tree = self.query_one(Tree)
         tree.show_root = False
         tree.guide_depth = GUIDE
-        self._add_cases(tree)
+        self.case_nodes = add_cases(tree, self.app.config.cases_dir, self.marked)
         self.suites_node = tree.root.add(
             literal("Suites", style="bold"), data=("suites", None), expand=True
         )
@@ -108,39 +112,6 @@ class CasesScreen(Screen[None]):
         first = next(iter(self.case_nodes.values()), None)
         if first is not None:
             self._unfold(first)
-
-    def _add_cases(self, tree: Tree) -> None:
-        """The cases by family (case.yaml's kind), every family and case folded: the base
-        cases' configs alone are 60 lines. _unfold opens the last used one."""
-        cases_dir = self.app.config.cases_dir
-        by_family: dict[str, list[catalog.CaseFile]] = {}
-        invalid = []
-        for name in catalog.case_names(cases_dir):
-            try:
-                case = catalog.load_case(name, cases_dir)
-            except UserInputError as exc:
-                invalid.append((name, str(exc)))
-                continue
-            by_family.setdefault(case.kind, []).append(case)
-        for family in sorted(by_family, key=_family_order):
-            cases = by_family[family]
-            label = literal(f"{family} ({len(cases)})", style="bold")
-            branch = tree.root.add(label, data=("family", family))
-            for case in cases:
-                node = branch.add(literal(case.name), data=("case", case.name))
-                for ref in catalog.config_refs(case):
-                    pick = (case.name, ref)
-                    node.add_leaf(self._label(pick, self.marked), data=("config", pick))
-                self.case_nodes[case.name] = node
-        # Every config name whole at 80 columns (iluvatar/BI-V100x1x8-bf16 was cut): two
-        # levels of guides, the mark, the name, the scroll bar and the border.
-        longest = max((len(p[1]) for p in self._picks()), default=0)
-        tree.styles.min_width = 2 * GUIDE + len("[ ] ") + longest + 3
-        for name, error in invalid:
-            tree.root.add_leaf(literal(f"{name}  (invalid)", style="red"), data=("error", error))
-
-    def _picks(self) -> list[Pick]:
-        return [leaf.data[1] for node in self.case_nodes.values() for leaf in node.children]
 
     def _unfold(self, node: TreeNode) -> None:
         """Open ``node`` (a case) and its family, fold every other case, put the cursor on
@@ -192,27 +163,10 @@ class CasesScreen(Screen[None]):
         self.app.call_from_thread(self._add_suites, loaded)
 
     def _add_suites(self, loaded: list[tuple[str, Suite | str]]) -> None:
-        node = self.suites_node
-        assert node is not None  # added on mount, before the worker starts
-        node.remove_children()
-        for name, suite in loaded:
-            if isinstance(suite, str):
-                node.add_leaf(literal(f"{name}  (invalid)", style="red"), data=("error", suite))
-                continue
-            self.suites[name] = suite
-            branch = node.add(literal(name), data=("suite", name), expand=True)
-            for chip in suite.chips:
-                branch.add_leaf(self._label((name, chip), self.chips), data=("chip", (name, chip)))
-        if not loaded:
-            where = self.app.config.suites_dir
-            node.add_leaf(literal(f"none in {where}", style="dim"))
+        assert self.suites_node is not None  # added on mount, before the worker starts
+        self.suites = add_suites(self.suites_node, loaded, self.chips, self.app.config.suites_dir)
 
     # -- selection ------------------------------------------------------------------
-
-    @staticmethod
-    def _label(pick: Pick | Chip, marks: set) -> Text:
-        mark = "[x]" if pick in marks else "[ ]"
-        return literal(f"{mark} {pick[1]}", style="bold" if pick in marks else "")
 
     def _leaves(self, node: TreeNode) -> list[TreeNode]:
         """What space marks on ``node``: itself (a config, a chip) or its configs or chips."""
@@ -231,7 +185,7 @@ class CasesScreen(Screen[None]):
         on_all = all(p in marks for p in picks)
         for leaf, pick in zip(leaves, picks, strict=True):
             (marks.discard if on_all else marks.add)(pick)
-            leaf.set_label(self._label(pick, marks))
+            leaf.set_label(pick_label(pick, marks))
         if kind == "chip":
             self.refresh_detail()  # the suite's runs on the chips now marked
         else:
@@ -251,11 +205,11 @@ class CasesScreen(Screen[None]):
             self.suite = value if kind == "suite" else value[0]
         elif kind == "family":
             self.current = None
-            self._show(_family_table(value, [n.data[1] for n in event.node.children]))
+            self._show(family_table(value, [n.data[1] for n in event.node.children]))
             return
         elif kind == "suites":
             self.current = None
-            self._show(_suites_table(list(self.suites.values())))
+            self._show(suites_table(list(self.suites.values())))
             return
         elif kind == "error":
             self.current = None
@@ -332,9 +286,9 @@ class CasesScreen(Screen[None]):
             self._override_error(exc)
             spec, sets = catalog.resolve(case, config), {}
         else:
-            self._override_error(None, _capped_note(spec, sets))
-        self.query_one("#case-info", Static).update(_case_info(spec))
-        self.query_one("#resolved", Static).update(_resolved(spec, sets))
+            self._override_error(None, capped_note(spec, sets))
+        self.query_one("#case-info", Static).update(case_info(spec))
+        self.query_one("#resolved", Static).update(resolved_table(spec, sets))
         self._show_hosts(spec)
 
     def _show_hosts(self, spec: catalog.RunSpec) -> None:
@@ -377,24 +331,16 @@ class CasesScreen(Screen[None]):
         chips = self.marked_chips(suite)
         runs = self.suite_runs(suite)
         self._show(
-            _suite_info(suite, chips, len(runs)),
-            _runs_table(runs),
+            suite_info(suite, chips, len(runs)),
+            runs_table(runs),
             literal(f"Batch mode: {self._command(suite, chips)}"),
         )
 
     def _command(self, suite: Suite, chips: list[str]) -> str:
         """The --batch command line that starts the same runs."""
-        words = ["fleetperf", "--batch", "--suite", suite.name]
-        for chip in chips:
-            words += ["--config", chip]
-        for item in self.query_one("#overrides", Input).value.split():
-            words += ["--set", item]
+        overrides = self.query_one("#overrides", Input).value.split()
         repeat = self.query_one("#repeat", Input).value
-        if repeat != "1":
-            words += ["--repeat", repeat]
-        if self.smoke:
-            words.append("--smoke")
-        return shlex.join(words)
+        return batch_command(suite, chips, overrides, repeat, self.smoke)
 
     # -- launch -----------------------------------------------------------------------
 
@@ -474,121 +420,3 @@ class CasesScreen(Screen[None]):
         # Back on this screen, keys are screen keys again, not text in a field (issue 41).
         self.app.call_from_thread(self.action_focus_tree)
         self.app.call_from_thread(self.app.switch_mode, "runs")
-
-
-def _case_info(spec: catalog.RunSpec) -> Table:
-    table = Table.grid(padding=(0, 2))
-    table.add_column(style="bold")
-    table.add_column()
-    case, config = spec.case, spec.config
-    for key, value in (
-        ("Case", case.name),
-        ("Model", case.model),
-        ("Dataset", case.dataset),
-        ("Task", case.task if case.kind in case.task else f"{case.task} ({case.kind})"),
-        ("Target", target_text(spec)),
-        ("Config", f"{config.ref}: {config.nnodes} node(s) x {config.nproc_per_node} proc"),
-    ):
-        table.add_row(key, literal(value))
-    return table
-
-
-def target_text(spec: catalog.RunSpec) -> str:
-    """The target this run is judged by: the case's, as the config and overrides set it
-    (hp target_<metric>, the workload's own resolution); none for a smoke run."""
-    if spec.case.target is None:
-        return "none"
-    if spec.smoke:
-        return "none (smoke: not judged)"
-    return f"{spec.case.target.metric} >= {spec.case.target_value(spec.hp):g}"
-
-
-def _capped_note(spec: catalog.RunSpec, sets: dict) -> str:
-    """A warning when an override caps a judged run: it fails short of its target."""
-    if spec.smoke or spec.case.target is None or not sets.get("max_samples"):
-        return ""
-    return f"A capped run is still judged ({target_text(spec)}); Smoke (m) is the short check"
-
-
-def _resolved(spec: catalog.RunSpec, sets: dict) -> Table:
-    table = Table(
-        title="Resolved hyperparameters (* = overridden)",
-        title_justify="left",
-        expand=True,
-        box=box.SIMPLE_HEAD,
-    )
-    table.add_column("key")
-    table.add_column("value")
-    table.add_column("from")
-    smoke = catalog.smoke_hp(spec.case, spec.smoke)
-    for key, value in spec.hp.items():
-        if key in sets:
-            where, style = "override *", "bold yellow"
-        elif key in smoke:
-            where, style = "smoke *", "bold green"
-        elif key in spec.config.overrides:
-            where, style = "config *", "bold cyan"
-        else:
-            where, style = "default", ""
-        table.add_row(literal(key), literal(repr(value)), where, style=style)
-    return table
-
-
-def _family_order(family: str) -> tuple[int, str]:
-    return (FAMILIES.index(family) if family in FAMILIES else len(FAMILIES), family)
-
-
-def _family_table(family: str, cases: list[str]) -> Table:
-    table = Table(
-        title=f"{family}: {len(cases)} case(s); enter opens one",
-        title_justify="left",
-        expand=True,
-        box=box.SIMPLE_HEAD,
-    )
-    table.add_column("case")
-    for name in cases:
-        table.add_row(literal(name))
-    return table
-
-
-def _suites_table(suites: list[Suite]) -> Table:
-    table = Table(
-        title="Suites (docs/suites.md): fleetperf --batch --suite NAME",
-        title_justify="left",
-        expand=True,
-        box=box.SIMPLE_HEAD,
-    )
-    table.add_column("suite")
-    table.add_column("runs", justify="right")
-    table.add_column("description")
-    for suite in suites:
-        table.add_row(literal(suite.name), str(len(suite.pairs)), literal(suite.description))
-    return table
-
-
-def _suite_info(suite: Suite, chips: list[str], n_runs: int) -> Table:
-    table = Table.grid(padding=(0, 2))
-    table.add_column(style="bold")
-    table.add_column()
-    all_chips = ", ".join(suite.chips)
-    if chips:
-        shown = f"{len(chips)} of {len(suite.chips)} marked: {', '.join(chips)}"
-    else:
-        shown = f"none marked: all {len(suite.chips)} ({all_chips})"
-    for key, value in (
-        ("Suite", suite.name),
-        ("About", suite.description or "-"),
-        ("Chips", shown),
-        ("Runs", f"{n_runs} of {len(suite.pairs)}"),
-    ):
-        table.add_row(key, literal(value))
-    return table
-
-
-def _runs_table(runs: list[Pick]) -> Table:
-    table = Table(title="The runs Run suite (s) starts", title_justify="left", box=box.SIMPLE_HEAD)
-    table.add_column("case")
-    table.add_column("config")
-    for case_name, ref in runs:
-        table.add_row(literal(case_name), literal(ref))
-    return table
