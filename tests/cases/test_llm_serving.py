@@ -173,6 +173,31 @@ def test_a_workload_killed_outright_takes_its_server_along(fp: Fleetperf) -> Non
     assert rc == 1
 
 
+def test_a_controller_killed_outright_leaves_a_workload_that_stops_its_server(
+    fp: Fleetperf,
+) -> None:
+    """SIGKILL to the controller process alone, mid-run (the server healthy, the load about
+    to run): its workload, in a session of its own, runs on to its end, writes its exit
+    code, and stops its server on the way out."""
+    before = set(fp.host_dirs())
+    proc = fp.popen("--batch", "--case", "llm-serving", "--config", "cpu/CPUx1x1")
+    try:
+        pid, run_dir = _new_server(fp, before, proc)
+        wait_healthy(run_dir)
+        proc.kill()
+        proc.communicate(timeout=60)
+        deadline = time.monotonic() + 600
+        while not (run_dir / "exit_code").exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert (run_dir / "exit_code").read_text().strip() == "0"
+        assert group_gone(pid)
+        assert f"vLLM server stopped (pid {pid})" in _read(run_dir / "stderr.log")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def test_a_killed_controller_leaves_the_server_to_cleanup(fp: Fleetperf) -> None:
     """SIGKILL to the controller and what runs under it, the workload's session and the
     server's excepted (as a killed machine leaves them): the run is interrupted, the
