@@ -14,9 +14,11 @@ process running ``generate_vllm.py``, which times each ``LLM.generate`` and writ
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
@@ -218,17 +220,29 @@ def vllm_passes(run: Run, model: Path, prompts: Sequence[str], max_tokens: Seque
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": str(hp.kv_cache_gib)}
     log = run.run_dir / "engine.log"
     argv = [str(python), str(VLLM_SCRIPT), str(os.getpid()), str(request), str(answer)]
-    run.say(f"vLLM offline engine: {python} {VLLM_SCRIPT.name} (log {log.name})")
     with log.open("wb") as out:
-        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out, env=env)
+        # a group of its own: generate_vllm.py and the processes vLLM starts, stopped together
+        child = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            env=env,
+            start_new_session=True,
+        )
+        run.say(
+            f"vLLM offline engine pid {child.pid}: {python} {VLLM_SCRIPT.name} (log {log.name})"
+        )
         try:
             while child.poll() is None:
                 run.memory.sample()  # the workload and its descendants: vLLM's processes
                 time.sleep(1)
         finally:
-            if child.poll() is None:  # the workload is leaving (SIGTERM): take it along
-                child.terminate()
+            if child.poll() is None:  # the workload is leaving on an exception
+                child.terminate()  # generate_vllm.py stops its group
                 child.wait(30)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)  # whatever of the group is left
     if child.returncode != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-5:]
         raise RuntimeError(f"the vLLM engine exited with {child.returncode}: {' | '.join(tail)}")

@@ -8,8 +8,11 @@ tensor_parallel_size=..., trust_remote_code=True, tokenizer_mode="auto")``, then
 ``start = time.perf_counter()``, ``outputs = model.generate(list(inputs), SamplingParams(
 max_tokens=n))``, ``torch.cuda.synchronize()``, ``end = time.perf_counter()``. Writes
 ``{"passes": [{"duration_s", "outputs": [{"text", "tokens", "prompt_tokens"}]}]}``.
-Asks the kernel for SIGTERM when its parent (the workload) dies, as llm-serving's
-engine_start.py does.
+The workload starts it as the leader of a process group of its own, which vLLM's processes
+(engine core, workers) join. It asks the kernel for SIGTERM when its parent (the workload)
+dies, as llm-serving's engine_start.py does, and on SIGTERM stops the whole group: an offline
+``LLM`` killed by the default action leaves its engine core running, and an orphaned engine
+core was seen to ignore SIGTERM (tests/cases/test_generate.py, the workload killed outright).
 """
 
 import ctypes
@@ -21,8 +24,20 @@ import time
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+GRACE_S = 3  # vLLM's processes' time to stop on SIGTERM before the group is killed
+
+
+def _stop_group(_signum: int, _frame: object) -> None:
+    """SIGTERM to the engine's group (this process ignoring it), then SIGKILL to the group,
+    this process included."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.killpg(0, signal.SIGTERM)
+    time.sleep(GRACE_S)
+    os.killpg(0, signal.SIGKILL)
+
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _stop_group)
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != int(sys.argv[1]):
         sys.exit("generate_vllm: the workload ended before the engine started")

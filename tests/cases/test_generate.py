@@ -10,11 +10,16 @@ tests/cases/test_llm_serving.py; about 1.5 minutes a run on 2 cores, most of it 
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from conftest import REPO, Fleetperf
+from process_guard import descendants
 
 sys.path.insert(0, str(REPO / "cases"))
 
@@ -148,6 +153,76 @@ def test_vllm_throughput_end_to_end(fp: Fleetperf) -> None:
     m = _run(fp, "generate-throughput", "cpu/CPUx1x1-vllm")
     _sane_throughput(m, "batch_first_token_s", "first_token_mean_s")
     assert m["new_tokens"] <= PROMPTS * 16  # the outputs' token ids: EOS may end one early
+
+
+@pytest.mark.slow
+@needs_vllm
+@pytest.mark.xdist_group("llm_serving")
+@pytest.mark.parametrize("stop", ["workload-sigkill", "controller-ctrl-c"])
+def test_a_stopped_run_takes_its_vllm_engine_along(fp: Fleetperf, stop: str) -> None:
+    """The run stopped while vLLM runs, its engine core up: SIGKILL to the workload (no
+    handler sees it: generate_vllm.py's parent-death signal), or Ctrl-C at the controller
+    (the executor's SIGTERM to the workload and its descendants). Either way generate_vllm.py
+    stops its process group, so no vLLM process is left within 30 s. Before the group stop,
+    the workload killed outright left vLLM's engine core and worker running."""
+    before = set(fp.host_dirs())
+    proc = fp.popen("--batch", "--case", "generate-ttft", "--config", "cpu/CPUx1x1-vllm")
+    try:
+        deadline = time.monotonic() + 600
+        while not (new := set(fp.host_dirs()) - before):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(1)
+        (run_dir,) = new
+        while not (found := ENGINE_PID.search(_read(run_dir / "stdout.log"))):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(1)
+        engine = int(found.group(1))
+        # vLLM's engine core process started (its log lines say "(EngineCore pid=N)")
+        while "(EngineCore" not in _read(run_dir / "engine.log"):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(1)
+        family = {engine, *descendants(engine)}
+        if stop == "workload-sigkill":
+            os.kill(parent_of(engine), signal.SIGKILL)
+        else:
+            proc.send_signal(signal.SIGINT)
+        stopped = time.monotonic() + 30
+        while alive(family) and time.monotonic() < stopped:
+            time.sleep(0.5)
+        assert not alive(family)
+        assert proc.wait(120) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    if stop == "controller-ctrl-c":
+        assert fp.records()[-1]["status"] == "aborted"
+
+
+ENGINE_PID = re.compile(r"vLLM offline engine pid (\d+):")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def alive(pids: set[int]) -> bool:
+    """Any of ``pids`` running (a zombie has ended)."""
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if state != "Z":
+            return True
+    return False
 
 
 def test_prepare_from_a_folder_without_the_csv_says_so(tmp_path: Path) -> None:
