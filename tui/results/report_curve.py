@@ -18,9 +18,9 @@ W, H, PAD_L, PAD_R, PAD_T, PAD_B = 640, 260, 70, 30, 24, 40  # px
 def sections(records: Sequence[RunRecord]) -> Iterator[str]:
     """The curve of each record that has points."""
     for run in records:
-        points, skipped = curve(run)
         if not run.points:
             continue
+        points, skipped = curve(run)
         yield f"<h3>Serving curve of run {_e(run.run_id)} ({_e(run.vendor)}/{_e(run.config)})</h3>"
         yield html_table(HEADER, [cells(p) for p in points])
         note = DEFINITION + (f"; {skipped} malformed point(s) left out" if skipped else "")
