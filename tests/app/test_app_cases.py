@@ -65,7 +65,7 @@ def test_cases_by_family_folded_but_for_the_last_used(tmp_path: Path) -> None:
             tree = screen.query_one(Tree)
             await wait_for(pilot, lambda: tree.cursor_node is screen.case_nodes.get(AQUILA))
             families = [str(n.label) for n in tree.root.children]
-            assert families == ["training (4)", "inference (2)", "base (4)", "Suites"]
+            assert families == ["training (4)", "inference (4)", "base (4)", "Suites"]
             opened = [name for name, n in screen.case_nodes.items() if n.is_expanded]
             assert opened == [AQUILA]
             assert [n.is_expanded for n in tree.root.children[:3]] == [False, True, False]
