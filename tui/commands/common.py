@@ -18,7 +18,7 @@ from tui.engine.session import Session
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tui.results.transfer import Merged
+    from tui.engine.storeops import Merged
 
 STORE_HELP = (
     "the results store: a SQLite file, sqlite:///PATH or postgresql://USER@HOST/DB"
@@ -74,9 +74,9 @@ def session(args: argparse.Namespace) -> Session:
 def read_stores(args: argparse.Namespace) -> Merged:
     """The runs of the stores named (--store more than once), read as one; a run id found
     in two of them said on stderr."""
-    from tui.results import transfer
+    from tui.engine import storeops  # the store's database libraries: loaded now
 
-    merged = transfer.read_stores(stores(args))
+    merged = storeops.read_stores(stores(args))
     for note in merged.notes:
         print(printable(f"fleetperf: {note}"), file=sys.stderr)
     return merged

@@ -45,6 +45,12 @@ def cmd_images(args: argparse.Namespace) -> int:
     from tui.catalog import images
 
     try:
+        known = sorted(d.parent.name for d in images.IMAGES.glob("*/Dockerfile"))
+        if args.vendor not in known:  # a name, never a path: images/VENDOR/ is read
+            raise ValueError(
+                f"vendor {args.vendor!r}: no such image (images/VENDOR/Dockerfile is there"
+                f" for {', '.join(known)})"
+            )
         if args.action == "tag":
             print(images.image_tag(args.vendor, args.base_image))
             return 0

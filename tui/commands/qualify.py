@@ -179,13 +179,13 @@ def _history(args: QualifyArgs, host: str) -> int:
     """``--history HOST``: the host's verdicts of every qualification, oldest first, and
     its latest medians against its own past."""
     from tui.batch import EXIT_OK
+    from tui.engine import storeops
     from tui.engine.session import Session
     from tui.qualify import output
-    from tui.results import qualifications
 
-    store_at = args.store or Session(args.inventory, args.results_dir, args.data_root).store_at
+    session = Session(args.inventory, args.results_dir, args.data_root, store=args.store)
     try:
-        rows = qualifications.history(store_at, host)
+        rows = storeops.qualification_history(session, host)
     except UserInputError as exc:
         return _error(str(exc))
     if not rows:

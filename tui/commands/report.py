@@ -26,8 +26,9 @@ def _arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from tui.engine import storeops
     from tui.qualify import links as qualify_links
-    from tui.results import qualifications, report
+    from tui.results import report
 
     since = None
     if args.since:
@@ -48,7 +49,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             session.open_store(create=False)
             records = session.runs()
             where = session.store.where
-            qualification = qualifications.latest(session.store_at)
+            qualification = storeops.latest_qualification(session)
         finally:
             session.close()
     unknown = [c for c in args.case if c not in {r.case for r in records}]

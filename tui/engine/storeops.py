@@ -1,17 +1,20 @@
-"""Runs moved between a session's store and a file: ``fleetperf store export|import``
-(JSON lines, tui/results/transfer.py), for the command line to reach through the engine
-rather than opening the store itself. Each opens the session's store (``store_at``) for
-the move alone: an import makes one where there is none, an export never does."""
+"""The stores as the command line reads and moves them apart from a session's runs:
+``fleetperf store export|import`` (JSON lines, tui/results/transfer.py), several stores
+read as one (``results`` and ``report`` with ``--store`` more than once), and the
+qualifications a store keeps (tui/results/qualifications.py). The command line reaches
+stores through these and Session, never by opening one itself. Each opens its store for
+the one read or move: an import makes one where there is none, nothing else does."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from tui.engine.session import Session
-from tui.results import transfer
+from tui.results import qualifications, transfer
 from tui.results.store import ResultStore
+from tui.results.transfer import Merged
 
 
 @dataclass(frozen=True)
@@ -41,3 +44,19 @@ def export_runs(session: Session, out: TextIO | Path) -> Moved:
         if isinstance(out, Path):
             return Moved(transfer.export_file(store, out), store.where)
         return Moved(transfer.export(store, out), store.where)
+
+
+def read_stores(wheres: list[str]) -> Merged:
+    """Every run of every store named, read-only, as one (a run id in two: the newer
+    record, and a note naming both)."""
+    return transfer.read_stores(wheres)
+
+
+def latest_qualification(session: Session) -> list[dict[str, Any]]:
+    """The newest qualification the store keeps, a row per host (none: [])."""
+    return qualifications.latest(session.store_at)
+
+
+def qualification_history(session: Session, host: str) -> list[dict[str, Any]]:
+    """``host``'s row of every qualification the store keeps, oldest first."""
+    return qualifications.history(session.store_at, host)
