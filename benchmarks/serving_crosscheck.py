@@ -1,14 +1,21 @@
 """llm-serving's numbers against vLLM's own, on one local vLLM server (issue 43).
 
-    .venv/bin/python benchmarks/serving_crosscheck.py [--data-root data] [--points 1,4]
+    .venv/bin/python benchmarks/serving_crosscheck.py [--data-root data] [--points 1,4] \
+        [--json OUT.json]
 
-For each concurrency point, on the same server and the same load (random prompts of ~32
-tokens, ~32 output tokens with ignore_eos, range ratio 0.5, all released at once, capped at
-the concurrency): fleetperf's load generator (cases/llm-serving/loadgen.py) and ``vllm bench
+For each concurrency point, on the same server and the same load (64 random prompts of 32
+tokens, 32 output tokens each with ignore_eos, all released at once, capped at the
+concurrency; fixed lengths, as the two tools draw different random ones): fleetperf's load
+generator (cases/llm-serving/loadgen.py) and ``vllm bench
 serve``'s own client (vllm/benchmarks/serve.py, run in the engine's venv), each after the
-server's /metrics was read before and after it (its Prometheus histograms' means over that
-run: TTFT, TPOT, ITL, e2e latency as the server times them, without the HTTP path). Prints
-one Markdown table: the means and p99s, and the requests and tokens per second.
+server's /metrics was read before and after it, the two alternating ``--repeat`` times (the
+figures: each one's mean over its runs) (its Prometheus histograms' means over that
+run: TTFT, TPOT, ITL, e2e latency as the server times them, without the HTTP path). Both
+clients run on the CPUs the engine's worker is not bound to (engine_server.serving moves this
+process there once the server is healthy; ``vllm bench serve`` inherits it). Prints one
+Markdown table: the means and p99s, and the requests and tokens per second; ``--json`` also
+writes the figures (a list of points: concurrency, fleetperf, fleetperf_server, vllm_bench,
+vllm_bench_server).
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ HISTOGRAMS = {  # our name: the server's histogram
     "itl": "vllm:inter_token_latency_seconds",
     "e2el": "vllm:e2e_request_latency_seconds",
 }
-N, INPUT, OUTPUT, RATIO = 64, 32, 32, 0.5
+N, INPUT, OUTPUT, RATIO = 64, 32, 32, 0.0
 
 
 def scrape(url: str) -> dict[str, float]:
@@ -55,7 +62,7 @@ def scrape(url: str) -> dict[str, float]:
     text = urllib.request.urlopen(f"{url}/metrics", timeout=10).read().decode()
     out: dict[str, float] = {}
     for line in text.splitlines():
-        m = re.match(r"^(vllm:[a-z_]+_(?:sum|count))(?:\{[^}]*\})? ([0-9.eE+-]+)$", line)
+        m = re.match(r"^(vllm:[a-z0-9_]+_(?:sum|count))(?:\{[^}]*\})? ([0-9.eE+-]+)$", line)
         if m:
             out[m[1]] = out.get(m[1], 0.0) + float(m[2])
     return out
@@ -103,6 +110,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-root", type=Path, default=REPO / "data")
     parser.add_argument("--points", default="1,4", help="concurrencies, comma separated")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each tool a point")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     model = args.data_root / "llm-serving" / "model"
     ids = prompt_ids(model)
@@ -122,13 +131,18 @@ def main() -> None:
     ):
         ours(server.url, server.model, ids, 4)  # warm-up, not counted
         for c in (int(p) for p in args.points.split(",")):
-            before = scrape(server.url)
-            mine = ours(server.url, server.model, ids, c)
-            mine_server = server_means(before, scrape(server.url))
-            before = scrape(server.url)
-            theirs = vllm_bench(server.url, model, c, Path(tmp) / f"bench{c}.json")
-            theirs_server = server_means(before, scrape(server.url))
-            rows.append((c, mine, mine_server, theirs, theirs_server))
+            runs: list[list[dict[str, float | None]]] = [[], [], [], []]
+            for i in range(args.repeat):
+                before = scrape(server.url)
+                runs[0].append(ours(server.url, server.model, ids, c))
+                runs[1].append(server_means(before, scrape(server.url)))
+                before = scrape(server.url)
+                runs[2].append(vllm_bench(server.url, model, c, Path(tmp) / f"bench{c}-{i}.json"))
+                runs[3].append(server_means(before, scrape(server.url)))
+            rows.append((c, *(mean(r) for r in runs)))
+    if args.json:
+        names = ("concurrency", "fleetperf", "fleetperf_server", "vllm_bench", "vllm_bench_server")
+        args.json.write_text(json.dumps([dict(zip(names, row, strict=True)) for row in rows]))
     keys = [
         "request_throughput",
         "output_tokens_per_s",
@@ -148,6 +162,15 @@ def main() -> None:
                 f"| {c} | {k} | {fmt(a)} | {fmt(mine_s.get(k))} | {fmt(b)} "
                 f"| {fmt(theirs_s.get(k))} | {ratio} |"
             )
+
+
+def mean(runs: list[dict[str, float | None]]) -> dict[str, float | None]:
+    """Each figure's mean over the runs (None where a run lacks it)."""
+    out: dict[str, float | None] = {}
+    for k in runs[0]:
+        values = [r.get(k) for r in runs]
+        out[k] = None if None in values else sum(values) / len(values)  # type: ignore[arg-type]
+    return out
 
 
 def fmt(v: float | None) -> str:
