@@ -204,8 +204,8 @@ def serving(
             say(f"load generator on CPUs {sorted(client)}, the engine's worker on {sorted(worker)}")
         yield Server(url, proc.pid, MODEL_NAME)
     finally:
-        set_affinity(mine)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the stop
+        set_affinity(mine)
         stop(proc)
         print(f"vLLM server stopped (pid {proc.pid})", file=sys.stderr, flush=True)
 

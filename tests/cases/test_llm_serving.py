@@ -33,6 +33,7 @@ pytestmark = [
     ),
 ]
 SERVER_PID = re.compile(r"vLLM server pid (\d+) ")
+PINNED = re.compile(r"load generator on CPUs (\[[0-9, ]*\]), the engine.s worker on (\[[0-9, ]*\])")
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 
 
@@ -97,6 +98,12 @@ def test_a_smoke_run_reports_every_metric_and_stops_its_server(fp: Fleetperf) ->
     pid = server_of(run_dir)
     assert pid is not None and group_gone(pid)
     assert f"vLLM server stopped (pid {pid})" in _read(run_dir / "stderr.log")
+    # The load generator ran off the CPUs vLLM's CPU worker is bound to (on the worker's
+    # core a client reads each response whole: docs/cases/serving.md)
+    pinned = PINNED.search(_read(run_dir / "stdout.log"))
+    assert pinned, _read(run_dir / "stdout.log")[-2000:]
+    client, worker = (set(json.loads(g)) for g in pinned.groups())
+    assert client and worker and not client & worker
 
 
 def test_a_server_that_cannot_load_its_model_fails_the_run_and_is_gone(
