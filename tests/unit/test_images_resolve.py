@@ -1,9 +1,10 @@
 """Each image's pins install together on its base's torch (issue 27 point 5).
 
-pip resolves every image's requirements.txt beside ``torch==<the base's version>`` without
-installing anything (``--dry-run --report``, metadata from the package index): the base's
-torch must stay as it is (a pin that needs another torch fails the build's constraints), and
-each resolved package that declares a torch range for its torch backend (transformers'
+pip resolves every image's requirements.txt (and an engine's engine-requirements.txt)
+beside ``torch==<the base's version>`` without installing anything (``--dry-run
+--report``, metadata from the package index): the base's torch must stay as it is (a pin
+that needs another torch fails the build's constraints), and each resolved package that
+declares a torch range for its torch backend (transformers'
 ``extra == "torch"``) must take the base's. The base's torch: ``ARG TORCH_VERSION`` in the
 Dockerfile where the image installs it (cpu, nvidia), else the ``# base: torch==X
 [python==Y]`` line of requirements.txt (the vendor's own build in iluvatar's and kunlunxin's
@@ -46,15 +47,25 @@ def test_every_image_names_its_base_torch() -> None:
         assert Version(torch), vendor
 
 
+# Each image's requirement files: the workload's, and an engine's environment of its own
+# where the image has one (images/nvidia/engine-requirements.txt: vLLM).
+FILES = [
+    (vendor, name)
+    for vendor in VENDORS
+    for name in ("requirements.txt", "engine-requirements.txt")
+    if (REPO / "images" / vendor / name).is_file()
+]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("vendor", VENDORS)
-def test_pins_resolve_on_the_base_torch(vendor: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("vendor", "name"), FILES)
+def test_pins_resolve_on_the_base_torch(vendor: str, name: str, tmp_path: Path) -> None:
     torch, python = base_stack(vendor)
     report = tmp_path / "report.json"
     wheels = ["--python-version", python, "--only-binary=:all:"] if python else []
     argv = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q"]
     argv += [*wheels, "--report", str(report), f"torch=={torch}"]
-    argv += ["-r", str(REPO / "images" / vendor / "requirements.txt")]
+    argv += ["-r", str(REPO / "images" / vendor / name)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     assert done.returncode == 0, f"images/{vendor}: {done.stderr[-3000:]}"
     resolved = {
