@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -69,6 +70,15 @@ def session(args: argparse.Namespace) -> Session:
     """The engine on the results directory, data root and store given (no inventory)."""
     inventory = getattr(args, "inventory", None) or DEFAULT_INVENTORY  # cleanup's -i
     return Session(inventory.resolve(), results_dir(args), data_root(args), store=store(args))
+
+
+@contextmanager
+def writing(output: Path) -> Iterator[None]:
+    """The file ``-o OUTPUT`` written within: an OSError becomes one line naming it."""
+    try:
+        yield
+    except OSError as exc:
+        raise UsageError(f"-o {output}: {exc.strerror}") from None
 
 
 def read_stores(args: argparse.Namespace) -> Merged:

@@ -58,13 +58,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.case:
         records = [r for r in records if r.case in args.case]
     links = qualify_links.judged(qualification, records)  # as fleetperf qualify judged them
-    try:
+    with common.writing(args.output):
         page = report.render(
             records, common.results_dir(args), since, qualification=qualification, links=links
         )
         report.write_report(args.output, page)
-    except OSError as exc:
-        raise UsageError(f"-o {args.output}: {exc.strerror}") from None
     print(printable(f"wrote {args.output} ({len(records)} run(s))"))
     return 0
 

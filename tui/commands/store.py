@@ -8,7 +8,6 @@ from pathlib import Path
 
 from tui.commands import common
 from tui.commands.common import Subcommand
-from tui.core.errors import UsageError
 from tui.core.term import printable
 
 
@@ -45,10 +44,8 @@ def cmd_store(args: argparse.Namespace) -> int:
     if args.output is None:
         storeops.export_runs(session, sys.stdout)
         return 0
-    try:
+    with common.writing(args.output):
         done = storeops.export_runs(session, args.output)
-    except OSError as exc:
-        raise UsageError(f"-o {args.output}: {exc.strerror}") from None
     print(printable(f"wrote {args.output} ({done.count} run(s) from {done.where})"))
     return 0
 
