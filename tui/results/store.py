@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -23,6 +23,8 @@ from pydantic import ValidationError
 from tui.core.errors import StoreError
 from tui.core.term import printable
 from tui.results.record import RunRecord
+from tui.results.rows import COLUMNS as ROW_COLUMNS
+from tui.results.rows import RunRow, run_row
 from tui.results.storedb import SCHEMA_VERSION, Target, metrics, open_engine, reason, runs
 
 __all__ = ["SCHEMA_VERSION", "MetricPoint", "ResultStore", "StoreError"]
@@ -174,6 +176,37 @@ class ResultStore:
             .limit(limit)
         )
         return self._read(query)[::-1]
+
+    def rows(self, limit: int | None = None) -> list[RunRow]:
+        """Every run as a list shows it (RunRow: no RunRecord validated), oldest first;
+        with limit, the newest ``limit``. An unreadable row is skipped, as list skips it."""
+        query = (
+            sa.select(*(runs.c[name] for name in ROW_COLUMNS))
+            .order_by(runs.c.started.desc(), runs.c.run_id.desc())
+            .limit(limit)
+        )
+        chosen = query.with_only_columns(runs.c.run_id).scalar_subquery()
+        values = sa.select(metrics.c.run_id, metrics.c.name, metrics.c.value)
+        if limit is not None:  # the page's runs' metrics (the whole store: every one)
+            values = values.where(metrics.c.run_id.in_(chosen))
+        with self._transaction(write=False) as conn:
+            found = conn.execute(query).mappings().all()
+            known: dict[str, dict[str, float]] = {}
+            for run_id, name, value in conn.execute(values):
+                known.setdefault(run_id, {})[name] = value
+        out: list[RunRow] = []
+        parsed: dict[Any, Any] = {}
+        for row in reversed(found):
+            try:
+                out.append(run_row(row, known.get(row["run_id"], {}), parsed))
+            except (ValueError, TypeError, AttributeError, KeyError, RecursionError) as exc:
+                _unreadable(str(row["run_id"]), exc)
+        return out
+
+    def records(self, run_ids: Iterable[str]) -> list[RunRecord]:
+        """The runs with these ids (those still stored and readable), oldest first."""
+        query = sa.select(runs).where(runs.c.run_id.in_(list(run_ids)))
+        return self._read(query.order_by(runs.c.started, runs.c.run_id))
 
     def _read(self, query: sa.Select[Any]) -> list[RunRecord]:
         """The runs ``query`` selects, in its order, with their metrics (one snapshot)."""
