@@ -199,7 +199,7 @@ def serving(
         took = wait_healthy(proc, url, startup_timeout_s, log)
         say(f"vLLM server healthy after {took:.0f} s")
         worker = engine_cpus(proc.pid)
-        if client := os.sched_getaffinity(0) - worker:
+        if worker and (client := os.sched_getaffinity(0) - worker):
             set_affinity(client)
             say(f"load generator on CPUs {sorted(client)}, the engine's worker on {sorted(worker)}")
         yield Server(url, proc.pid, MODEL_NAME)
