@@ -26,12 +26,6 @@ from textual.widgets import (
 from tui.app.safe import literal
 from tui.app.screens.export import export
 from tui.app.widgets.curve import curve_table
-from tui.app.widgets.plots import (
-    History,
-    RunCurves,
-    config_history,
-    run_curves,
-)
 from tui.app.widgets.resultcells import (
     compare_table,
     mark_cell,
@@ -43,6 +37,7 @@ from tui.app.widgets.resultcharts import Charts
 from tui.app.widgets.runtable import SeedsView
 from tui.core.errors import StoreError, UserInputError
 from tui.results.record import RunRecord
+from tui.results.rows import RunRow
 from tui.results.tables import (
     config_env_text,
     peak_text,
@@ -122,11 +117,14 @@ class ResultsScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.records: list[RunRecord] = []
-        self._by_id: dict[str, RunRecord] = {}  # the records by run id, kept by _show
-        self._by_config: dict[tuple[str, str, str], list[RunRecord]] = {}  # and by config
-        self.shown: list[RunRecord] = []  # the records the filters let through, kept by _fill
-        self._listed: list[RunRecord] = []  # the run list's rows, newest first (_fill)
+        # The list's rows (no RunRecord: ResultStore.rows); a run's whole record is read
+        # when it is shown in the lower pane, compared or exported (_whole), and kept.
+        self.records: list[RunRow] = []
+        self._by_id: dict[str, RunRow] = {}  # the rows by run id, kept by _show
+        self._by_config: dict[tuple[str, str, str], list[RunRow]] = {}  # and by config
+        self._whole_records: dict[str, RunRecord] = {}  # read since the last _show
+        self.shown: list[RunRow] = []  # the rows the filters let through, kept by _fill
+        self._listed: list[RunRow] = []  # the run list's rows, newest first (_fill)
         self.marked: list[str] = []
         self.mode = "table"
         self.reading = False  # the whole store is being read after its newest runs
@@ -183,7 +181,7 @@ class ResultsScreen(Screen[None]):
             self.app.call_from_thread(self._show, [], note)
             return
         try:
-            newest = session.store.list(limit=PAGE)
+            newest = session.store.rows(limit=PAGE)
             by_id = {r.run_id: r for r in self.records} | {r.run_id: r for r in newest}
             page = sorted(by_id.values(), key=lambda r: (r.started, r.run_id))
             more = whole and len(newest) == PAGE
@@ -194,21 +192,24 @@ class ResultsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="store")
     def _load_rest(self) -> None:
         try:
-            records = self.app.session.runs()
+            records = self.app.session.store.rows()
         except StoreError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
             return
-        # 10,000 records are millions of objects: out of the collector's full passes, each of
-        # which walked them all (0.3 s on the event loop, stalling a key now and then), as
-        # the app keeps what its screens built (FleetperfApp._freeze_long_lived).
+        # 10,000 rows are a million objects: out of the collector's full passes, each of
+        # which walks them all (a stall on the event loop now and then), as the app keeps
+        # what its screens built (FleetperfApp._freeze_long_lived).
         gc.freeze()
         self.app.call_from_thread(self._show, records, "")
 
-    def _show(self, records: list[RunRecord], note: str) -> None:
+    def _show(self, records: list[RunRow], note: str) -> None:
         """``note``: no store yet, or "more" while the rest of the store is being read."""
         self.reading = note == "more"
         self.records = records
-        self._by_id = {r.run_id: r for r in records}
+        before, self._by_id = self._by_id, {r.run_id: r for r in records}
+        # A run whose row changed (finished, say) is read again; the rest are kept.
+        kept = self._whole_records.items()
+        self._whole_records = {k: r for k, r in kept if before.get(k) == self._by_id.get(k)}
         self._by_config = {}
         for r in records:
             self._by_config.setdefault(_config(r), []).append(r)
@@ -228,7 +229,7 @@ class ResultsScreen(Screen[None]):
             self._seeds_key = None
             self.query_one(SeedsView).show([], [Label(literal(note))])
 
-    def _shown(self) -> list[RunRecord]:
+    def _shown(self) -> list[RunRow]:
         selects = {name: self.query_one(f"#filter-{name}", Select) for name in FILTERS}
         wanted = {name: s.value for name, s in selects.items() if s.value is not Select.NULL}
         return [r for r in self.records if all(getattr(r, k) == v for k, v in wanted.items())]
@@ -330,9 +331,23 @@ class ResultsScreen(Screen[None]):
         self._subtitle(len(self.shown))
         self._render_pane()
 
-    def _selection(self) -> list[RunRecord]:
+    def _selection(self) -> list[RunRow]:
         marked = [self._by_id[m] for m in self.marked if m in self._by_id]
         return sorted(marked, key=lambda r: r.started) if marked else self.shown
+
+    def _whole(self, rows: list[RunRow]) -> list[RunRecord]:
+        """The runs' records, in the rows' order, read from the store where not read yet
+        (a few at a time on the event loop: a marked run, the newest 20, two compared);
+        a run gone or unreadable since the rows were read is left out."""
+        missing = [r.run_id for r in rows if r.run_id not in self._whole_records]
+        if missing:
+            try:
+                read = self.app.session.store.records(missing)
+            except StoreError as exc:
+                self.notify(str(exc), severity="error", timeout=10)
+                read = []
+            self._whole_records.update((r.run_id, r) for r in read)
+        return [self._whole_records[r.run_id] for r in rows if r.run_id in self._whole_records]
 
     def action_table(self) -> None:
         self._switch("table")
@@ -358,10 +373,13 @@ class ResultsScreen(Screen[None]):
         if self.mode == "charts":
             self._load_charts(self._cursor_run())
             return
-        if self.mode == "compare" and len(self.marked) == 2:
-            before, after = self._selection()
-            # Its spread comes from its config's runs only (comparable_key): looked at alone.
-            same = self._by_config.get(_config(after), [])
+        pair = self._selection() if self.mode == "compare" and len(self.marked) == 2 else []
+        if len(whole := self._whole(pair)) == 2:
+            before, after = whole
+            # Its spread comes from the runs with its comparable_key, which each row's
+            # read found once: history_and_apart looks at those rows alone.
+            key = self._by_id[after.run_id].key
+            same = [r for r in self._by_config.get(_config(after), []) if r.key == key]
             table = compare_table(before, after, same)
             view = self.query_one("#compare-view", Static)
             view.update(Group(table, verdict_table(after)) if after.verdict else table)
@@ -377,12 +395,14 @@ class ResultsScreen(Screen[None]):
     def _seeds_table(self) -> tuple[list[RunRecord], list[Widget]]:
         """The runs for the seeds' table, and what goes under it: the verdicts that flagged
         a metric, one marked run's peak and config env, or which runs a long list shows."""
-        selection = self._selection()
+        rows = self._selection()
+        if not self.marked:
+            rows = rows[-TABLE_RUNS:]
+        selection = self._whole(rows)
         if not selection:
             return [], [Label("No runs match.")]
         notes: list[Widget] = []
-        if not self.marked and len(selection) > TABLE_RUNS:
-            selection = selection[-TABLE_RUNS:]
+        if not self.marked and len(self.shown) > TABLE_RUNS:
             notes.append(
                 Label(
                     f"The newest {TABLE_RUNS} of {len(self.shown)} shown runs: mark runs"
@@ -392,7 +412,7 @@ class ResultsScreen(Screen[None]):
             )
         flagged = [r for r in selection if r.verdict and r.verdict.flagged]
         notes += [Static(verdict_table(r)) for r in flagged]
-        if len(self.marked) == 1:  # one run: what its MFU divides, the env its config set
+        if len(self.marked) == 1 and len(selection) == 1:  # its MFU's peak, its config's env
             (run,) = selection
             notes.append(Static(literal(f"{peak_text(run)}\n\n{config_env_text(run)}")))
             if (curve := curve_table(run)) is not None:  # a serving sweep's points
@@ -409,31 +429,21 @@ class ResultsScreen(Screen[None]):
         if self.mode == "charts":
             self._load_charts(self._cursor_run())
 
-    @work(thread=True, exclusive=True, group="charts")
     def _load_charts(self, run_id: str | None) -> None:
-        """Read the run's events file and its config's series here, draw on the app's thread."""
-        run = self._by_id.get(run_id) if run_id else None
-        if run is None:
-            self.app.call_from_thread(self._draw_charts, None, None, None)
-            return
-        curves = run_curves(self.app.config.results_dir, run.run_id)
-        history = config_history(run, self.records)
-        self.app.call_from_thread(self._draw_charts, run, curves, history)
-
-    def _draw_charts(
-        self, run: RunRecord | None, curves: RunCurves | None, history: History | None
-    ) -> None:
-        self.query_one(Charts).show(run, curves, history)
+        row = self._by_id.get(run_id or "")
+        rows = self._by_config.get(_config(row), []) if row else []
+        series = [r.run_id for r in rows if row and r.key == row.key]  # its config's series
+        self.query_one(Charts).load(self.app.session, run_id, series)
 
     # -- export -----------------------------------------------------------------------
 
     def action_export(self) -> None:
-        records = self._selection()
+        records = self._whole(self._selection())
         if not records:
             self.notify("Nothing to export.", severity="warning")
             return
         export(self.app, records)
 
 
-def _config(record: RunRecord) -> tuple[str, str, str]:
+def _config(record: RunRecord | RunRow) -> tuple[str, str, str]:
     return record.case, record.vendor, record.config

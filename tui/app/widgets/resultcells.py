@@ -3,6 +3,8 @@ verdict, two runs compared (tui/results/compare.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.table import Table
 from rich.text import Text
 
@@ -10,18 +12,17 @@ from tui.app.safe import literal
 from tui.results.compare import compare, metric_label
 from tui.results.record import RunRecord
 from tui.results.report import fmt_band
-from tui.results.tables import capped
+from tui.results.rows import RunRow
 
 
-def status_cell(record: RunRecord) -> Text:
+def status_cell(row: RunRow) -> Text:
     """The status, smoke or capped where the run was cut short (issue 41: not a full run),
     and the metrics the run's verdict flagged (docs/references.md)."""
-    text = literal(record.status)
-    if record.smoke or capped(record):
-        text.append(" smoke" if record.smoke else " capped", style="dim")
-    flagged = record.verdict.flagged if record.verdict else []
-    if flagged:
-        text.append(f" ! {', '.join(c.metric for c in flagged)}", style="bold red")
+    text = literal(row.status)
+    if row.smoke or row.capped:
+        text.append(" smoke" if row.smoke else " capped", style="dim")
+    if row.flagged:
+        text.append(f" ! {', '.join(row.flagged)}", style="bold red")
     return text
 
 
@@ -29,8 +30,8 @@ def mark_cell(marked: bool) -> Text:
     return Text("[x]" if marked else "[ ]")
 
 
-def metric_cell(record: RunRecord, key: str, fmt: str) -> str:
-    value = record.metrics.get(key)
+def metric_cell(row: RunRow, key: str, fmt: str) -> str:
+    value = row.metrics.get(key)
     return "/" if value is None else format(value, fmt)
 
 
@@ -51,7 +52,10 @@ def verdict_table(record: RunRecord) -> Table:
     return table
 
 
-def compare_table(before: RunRecord, after: RunRecord, history: list[RunRecord]) -> Table:
+def compare_table(
+    before: RunRecord, after: RunRecord, history: Sequence[RunRecord | RunRow]
+) -> Table:
+    """``history``: records, or rows (what compare reads of a run, under the same names)."""
     comparison = compare(before, after, history)
     title = literal(
         f"{after.case}: {before.vendor}/{before.config} {before.run_id}  vs  "

@@ -3,6 +3,9 @@ beside its config's history (tui/app/widgets/plots.py draws them)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Label
@@ -12,10 +15,16 @@ from tui.app.widgets.plots import (
     HistoryPlot,
     RunCurves,
     RunPlot,
+    config_history,
     history_legend,
+    run_curves,
     run_legend,
 )
+from tui.core.errors import StoreError
 from tui.results.record import RunRecord
+
+if TYPE_CHECKING:
+    from tui.engine.session import Session
 
 
 class Charts(Horizontal):
@@ -36,3 +45,17 @@ class Charts(Horizontal):
         self.query_one(RunPlot).show(curves)
         self.query_one("#history-legend", Label).update(history_legend(history, run))
         self.query_one(HistoryPlot).show(history)
+
+    @work(thread=True, exclusive=True, group="charts")
+    def load(self, session: Session, run_id: str | None, series: list[str]) -> None:
+        """Read the run's events file and the whole records of its config's series (the
+        runs with its comparable_key, ``series``: ids) here; draw on the app's thread."""
+        try:
+            records = session.store.records(series) if series else []
+        except StoreError as exc:
+            self.app.call_from_thread(self.app.notify, str(exc), severity="error", timeout=10)
+            records = []
+        run = next((r for r in records if r.run_id == run_id), None)
+        curves = run_curves(session.results_dir, run.run_id) if run else None
+        history = config_history(run, records) if run else None
+        self.app.call_from_thread(self.show, run, curves, history)
