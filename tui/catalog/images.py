@@ -17,7 +17,7 @@ image holds is in the hash.
     .venv/bin/fleetperf images context cpu DIR [--base-image REF]   # JSON: tag, context
     .venv/bin/fleetperf images build cpu [--docker-host URL] [--build-arg K=V]... [--network N]
 
-(their arguments and output: tui/cli.py).
+(their arguments and output: tui/commands/images.py).
 """
 
 from __future__ import annotations

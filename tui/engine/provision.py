@@ -1,9 +1,10 @@
-"""What ``fleetperf provision [-i INVENTORY] [--limit HOSTS] [--check]`` (tui/cli.py) tells of
-a run of provision.yml on the hosts of an inventory's vendor groups, through the Hosts screen's
-ansible-runner path (tui/engine/hostcheck.py), as a person reads it: per host and role, each
-task that changed something (``--check``: would change) and what, then each host that failed
-and why. Ansible's own output (a few hundred lines) is not shown; ``ansible-playbook ...
---check --diff`` gives the diffs in full (docs/provisioning.md)."""
+"""What ``fleetperf provision [-i INVENTORY] [--limit HOSTS] [--check]``
+(tui/commands/provision.py) tells of a run of provision.yml on the hosts of an inventory's
+vendor groups, through the Hosts screen's ansible-runner path (tui/engine/hostcheck.py), as
+a person reads it: per host and role, each task that changed something (``--check``: would
+change) and what, then each host that failed and why. Ansible's own output (a few hundred
+lines) is not shown; ``ansible-playbook ... --check --diff`` gives the diffs in full
+(docs/provisioning.md)."""
 
 from __future__ import annotations
 
