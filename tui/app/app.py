@@ -45,12 +45,6 @@ def _runs_screen() -> Screen:
     return DashboardScreen()
 
 
-def _results_screen() -> Screen:
-    from tui.app.screens.results import ResultsScreen
-
-    return ResultsScreen()
-
-
 def _fleet_screen() -> Screen:
     from tui.app.screens.fleet import FleetScreen
 
@@ -81,7 +75,6 @@ class FleetperfApp(App[int]):
         "cases": CasesScreen,
         "hosts": _hosts_screen,
         "runs": _runs_screen,
-        "results": _results_screen,
         "fleet": _fleet_screen,
     }
     DEFAULT_MODE = "cases"
@@ -112,6 +105,8 @@ class FleetperfApp(App[int]):
             store=config.store,
         )
         self._shown_modes = {self.DEFAULT_MODE}
+        self._results: Screen | None = None  # built ahead of its first show (_build_results)
+        self.add_mode("results", self._results_screen)
 
     def on_ready(self) -> None:
         # Textual's Ready: the first frame is on the terminal.
@@ -120,10 +115,31 @@ class FleetperfApp(App[int]):
 
     @work(thread=True, group="preload")
     def _preload(self) -> None:
-        """The other screens' modules, imported while the operator reads the first one."""
+        """The other screens' modules, imported while the operator reads the first one;
+        then the Results screen built."""
         import tui.app.screens.dashboard
         import tui.app.screens.hosts
         import tui.app.screens.results  # noqa: F401
+
+        self.call_from_thread(self._build_results)
+
+    def _build_results(self) -> None:
+        """The Results screen composed and mounted (its widgets, styles and tables) while
+        the operator reads the first screen: key 4 then only reads and draws runs. Textual
+        mounts a mode's screen on its first show; _register is what it calls then."""
+        if "results" in self._shown_modes:
+            return
+        from tui.app.screens.results import ResultsScreen
+
+        self._results = ResultsScreen()
+        self._register(self, self._results)
+
+    def _results_screen(self) -> Screen:
+        if self._results is not None:
+            return self._results
+        from tui.app.screens.results import ResultsScreen
+
+        return ResultsScreen()
 
     def switch_mode(self, mode: str) -> AwaitMount:
         shown = super().switch_mode(mode)
