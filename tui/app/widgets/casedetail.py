@@ -68,13 +68,12 @@ def capped_note(spec: catalog.RunSpec, sets: dict) -> str:
     return f"A capped run is still judged ({target_text(spec)}); Smoke (m) is the short check"
 
 
+def _titled(title: str) -> Table:
+    return Table(title=title, title_justify="left", expand=True, box=box.SIMPLE_HEAD)
+
+
 def resolved_table(spec: catalog.RunSpec, sets: dict) -> Table:
-    table = Table(
-        title="Resolved hyperparameters (* = overridden)",
-        title_justify="left",
-        expand=True,
-        box=box.SIMPLE_HEAD,
-    )
+    table = _titled("Resolved hyperparameters (* = overridden)")
     table.add_column("key")
     table.add_column("value")
     table.add_column("from")
@@ -97,12 +96,7 @@ def family_order(family: str) -> tuple[int, str]:
 
 
 def family_table(family: str, cases: list[str]) -> Table:
-    table = Table(
-        title=f"{family}: {len(cases)} case(s); enter opens one",
-        title_justify="left",
-        expand=True,
-        box=box.SIMPLE_HEAD,
-    )
+    table = _titled(f"{family}: {len(cases)} case(s); enter opens one")
     table.add_column("case")
     for name in cases:
         table.add_row(literal(name))
@@ -110,12 +104,7 @@ def family_table(family: str, cases: list[str]) -> Table:
 
 
 def suites_table(suites: list[Suite]) -> Table:
-    table = Table(
-        title="Suites (docs/suites.md): fleetperf --batch --suite NAME",
-        title_justify="left",
-        expand=True,
-        box=box.SIMPLE_HEAD,
-    )
+    table = _titled("Suites (docs/suites.md): fleetperf --batch --suite NAME")
     table.add_column("suite")
     table.add_column("runs", justify="right")
     table.add_column("description")
