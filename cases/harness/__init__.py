@@ -17,7 +17,10 @@ A case's ``run.py`` uses ``run_case`` and ``Run`` (the SDK); its ``prepare.py``
 - ``layout``      Layout: data x tensor x pipeline parallel ranks, which rank counts a batch
 - ``order``       epoch_sampler(): FlagPerf's training order over epochs, or a reshuffle
 - ``staging``     prepare_main(), find_dir, link_or_copy, the data manifest (DATA_MANIFEST)
-- ``tiny``        synthetic-data builders: WordPiece vocabulary, tiny Llama, Llama config check
+- ``tiny``        synthetic-data builders: WordPiece vocabulary, tiny Llama, a tiny Llama
+                  folder with a word-level tokenizer, Llama config check
+- ``generate``    FlagPerf's generate tasks, the workload of generate-ttft and
+                  generate-throughput (``generate_vllm.py``: its vLLM side, a script)
 - ``jsonl``       json_lines(): a JSON-lines file's values, errors naming file and line
 - ``errors``      InputError: bad input, one line naming the file, exit 2
 - ``workload``    load_config, require_paths, guarded(): error events and exit codes

@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import InputError
 from harness.result import ModelFlops
@@ -132,10 +132,12 @@ class HfEngine:
         dtype = getattr(torch, DTYPES[run.precision])
         loaded = AutoModelForCausalLM.from_pretrained(model, dtype=dtype)
         self.model = loaded.to(self.device.torch_device).eval()
+        self.calls = 0  # generate calls so far, both passes: the step records' count
 
-    def _generate(self, text: str, max_new_tokens: int, padding: bool) -> tuple[float, object]:
+    def _generate(self, text: str, max_new_tokens: int, padding: bool) -> tuple[float, Any]:
         """One timed generate: tokenising outside the timer, ``torch.cuda.synchronize()``
-        inside, as FlagPerf's ``start = time.perf_counter()`` ... ``end``."""
+        inside, as FlagPerf's ``start = time.perf_counter()`` ... ``end``; then a step
+        record (the live view's progress)."""
         import torch
 
         inputs = self.tokenizer([text], return_tensors="pt", padding=padding)
@@ -150,19 +152,21 @@ class HfEngine:
                 attention_mask=inputs.attention_mask,
             )
             self.device.synchronize()
-            return time.perf_counter() - start, (inputs, outputs)
+            took = time.perf_counter() - start
+        self.calls += 1
+        self.run.events.emit("step", step=self.calls, samples=self.calls)
+        return took, (inputs, outputs)
 
     def first_token(self, tasks: Sequence[str | None]) -> float:
         """generate/TTFT/nvidia/hf/ttft.py: each str dialogue alone through ``generate``
         with ``max_new_tokens=1``, the times summed, then ``TTFT: {duration/len(tasks)}``:
         divided by every row taken, skipped ones included."""
         duration = 0.0
-        for i, text in enumerate(tasks):
+        for text in tasks:
             if text is None:  # `if type(input_text) != str: continue`
                 continue
             took, _ = self._generate(prompt(text), 1, padding=False)
             duration += took
-            self.run.events.emit("step", step=i + 1, samples=i + 1)
         return duration / len(tasks)
 
     def throughput(self, prompts: Sequence[str], max_tokens: int) -> Generated:
@@ -171,7 +175,7 @@ class HfEngine:
         not generation stopped early at EOS), and ROUGE scores ``tokenizer.decode(outputs[i]
         [len(outputs[i]) - 16::], skip_special_tokens=True)``: the last 16 ids."""
         out = Generated(0.0, 0, 0, [])
-        for i, text in enumerate(prompts):
+        for text in prompts:
             took, (inputs, outputs) = self._generate(text, max_tokens, padding=True)
             out.duration_s += took
             for j in range(len(outputs)):
@@ -179,7 +183,6 @@ class HfEngine:
                 out.new_tokens += max_tokens
                 tail = outputs[j][len(outputs[j]) - max_tokens :]
                 out.texts.append(self.tokenizer.decode(tail, skip_special_tokens=True))
-            self.run.events.emit("step", step=i + 1, samples=i + 1, tokens=out.new_tokens)
         return out
 
 
