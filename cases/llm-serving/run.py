@@ -183,9 +183,15 @@ def main(run: harness.Run) -> None:
     best, which = sweep.reported(points, key, hp.slo_goodput_ratio)
     metrics = dict(points[best]["metrics"])
     concurrency, rate = at(points[best]["hp"][key])
+    # An existing endpoint (FLEETPERF_SERVING_ENDPOINT) is the operator's server: its engine,
+    # dtype and limits are its own, not this run's hp.
+    served = (
+        f"vLLM OpenAI-compatible server, {DTYPES[run.precision]}, max_model_len {hp.max_model_len}"
+        if engine.pid is not None
+        else f"an existing endpoint, {engine.url}, model {engine.model} (its own engine)"
+    )
     notes = [
-        f"vLLM OpenAI-compatible server, {DTYPES[run.precision]}, max_model_len "
-        f"{hp.max_model_len}; {hp.num_prompts} requests of ~{hp.input_len} prompt + "
+        f"{served}; {hp.num_prompts} requests of ~{hp.input_len} prompt + "
         f"~{hp.output_len} output tokens (range ratio {hp.range_ratio}), concurrency "
         f"{concurrency}, released {released(rate, hp.burstiness)}; {hp.warmup_requests} "
         "warm-up requests left out",

@@ -97,6 +97,8 @@ def test_an_existing_endpoint_is_loaded_with_its_token_and_the_token_is_kept_now
     record = fp.records()[-1]
     assert record["status"] == "passed"
     assert record["metrics"]["completed_requests"] == 8  # through a server wanting the token
+    # The notes name the operator's server, not this run's hp for a server it did not start.
+    assert any(f"an existing endpoint, {url}, model fleetperf" in n for n in record["notes"])
     stdout = (run_dir / "stdout.log").read_text()
     assert f"existing endpoint {url}, model 'fleetperf': no server started" in stdout
     assert "vLLM server pid" not in stdout and not (run_dir / "server.log").exists()
