@@ -233,3 +233,23 @@ def test_prepare_from_a_folder_without_the_csv_says_so(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert out.stderr.strip() == f"error: missing data: {src / 'Xsum.csv'}"
     assert not (tmp_path / "data" / "generate-ttft" / "Xsum.csv").exists()
+
+
+def test_prepare_from_a_folder_links_the_csv_and_the_model(fp: Fleetperf, tmp_path: Path) -> None:
+    """--from DIR: DIR/Xsum.csv and DIR/model/ (here the synthetic ones, as an operator's
+    folder), hard-linked into the data directory, the manifest naming the source."""
+    made = fp.data_root / "generate-ttft"
+    src = tmp_path / "xsum"
+    (src / "model").mkdir(parents=True)
+    (src / "Xsum.csv").write_bytes((made / "Xsum.csv").read_bytes())
+    for f in (made / "model").iterdir():
+        (src / "model" / f.name).write_bytes(f.read_bytes())
+    runner = Fleetperf(REPO / "cases", tmp_path / "data", tmp_path / "results")
+    out = runner.run("prepare", "generate-throughput", "--from", str(src))
+    assert out.returncode == 0, out.stderr
+    staged = tmp_path / "data" / "generate-throughput"
+    assert (staged / "Xsum.csv").stat().st_ino == (src / "Xsum.csv").stat().st_ino
+    names = {f.name for f in (src / "model").iterdir()}
+    assert {f.name for f in (staged / "model").iterdir()} == names
+    manifest = json.loads((staged / "fleetperf-data.json").read_text())
+    assert manifest["synthetic"] is False and manifest["source"] == str(src)
