@@ -18,6 +18,7 @@ import contextlib
 import csv
 import json
 import os
+import random
 import signal
 import subprocess
 import time
@@ -28,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import InputError
 from harness.result import ModelFlops
+from harness.staging import link_or_copy
+from harness.tiny import STORY_WORDS, save_word_llama
 
 if TYPE_CHECKING:
     from harness.runner import Run
@@ -356,25 +359,13 @@ def throughput_main(run: Run) -> None:
 
 def synthetic_rows(seed: int, rows: int) -> list[tuple[str, str]]:
     """Made-up dialogues and summaries in XSum's CSV shape (id, dialogue, summary)."""
-    import random
-
     rng = random.Random(seed)
-    words = SYNTHETIC_WORDS.split()
     out = []
     for _ in range(rows):
-        dialogue = " ".join(rng.choice(words) for _ in range(rng.randint(20, 60)))
-        summary = " ".join(rng.choice(words) for _ in range(rng.randint(6, 14)))
+        dialogue = " ".join(rng.choice(STORY_WORDS) for _ in range(rng.randint(20, 60)))
+        summary = " ".join(rng.choice(STORY_WORDS) for _ in range(rng.randint(6, 14)))
         out.append((dialogue, summary))
     return out
-
-
-SYNTHETIC_WORDS = (
-    "the a she he they it was were had said looked at into from with and but then door "
-    "window house garden river road morning night cold warm old young quiet small mother "
-    "father brother sister friend doctor teacher captain stranger dog horse bird opened "
-    "closed walked ran smiled whispered waited turned found lost remembered letter key lamp "
-    "book bottle coin ring map photograph"
-)
 
 
 REAL_DATA = f"{CSV_NAME} (columns dialogue, summary) and {MODEL}/ (a Hugging Face model)"
@@ -384,8 +375,6 @@ def synthetic(out: Path, args: argparse.Namespace, rows: int = 256) -> None:
     """prepare --synthetic: ``Xsum.csv`` of ``rows`` made-up rows and a tiny word-level
     Llama whose vocabulary holds every whitespace-separated word of the prompts and
     summaries (the template's joins included), so no prompt word is unknown."""
-    from harness.tiny import save_word_llama
-
     data = synthetic_rows(args.seed, rows)
     out.mkdir(parents=True, exist_ok=True)
     with (out / CSV_NAME).open("w", newline="", encoding="utf-8") as f:
@@ -399,8 +388,6 @@ def synthetic(out: Path, args: argparse.Namespace, rows: int = 256) -> None:
 def stage(src: Path, out: Path) -> None:
     """prepare --from DIR: DIR/Xsum.csv (XSum as FlagPerf's README converts it: columns dialogue
     and summary) and DIR/model/ (a Hugging Face causal LM folder), both checked, then linked."""
-    from harness.staging import link_or_copy
-
     csv_path, model = src / CSV_NAME, src / MODEL
     read_xsum(csv_path, 1)  # the file and its columns
     config = model / "config.json"

@@ -14,6 +14,15 @@ from harness.errors import InputError
 WORDPIECE_SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 LLAMA_SPECIAL = ("<unk>", "<s>", "</s>")
 LETTERS = ("A", "B", "C", "D")
+# Plain story words: the synthetic texts of llm-serving and the generate cases.
+_STORY = (
+    "the a she he they it was were had said looked at into from with and but then door "
+    "window house garden river road morning night cold warm old young quiet small mother "
+    "father brother sister friend doctor teacher captain stranger dog horse bird opened "
+    "closed walked ran smiled whispered waited turned found lost remembered letter key lamp "
+    "book bottle coin ring map photograph"
+)
+STORY_WORDS = tuple(_STORY.split())
 
 
 def wordpiece_vocabulary(words: Iterable[str]) -> list[str]:

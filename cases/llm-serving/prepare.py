@@ -22,20 +22,13 @@ import sys
 from pathlib import Path
 
 import harness
-from harness.tiny import check_llama_config, save_word_llama
+from harness.tiny import STORY_WORDS, check_llama_config, save_word_llama
 
 MODEL = "model"
-WORDS_TEXT = (
-    "the a she he they it was were had said looked at into from with and but then door "
-    "window house garden river road morning night cold warm old young quiet small mother "
-    "father brother sister friend doctor teacher captain stranger dog horse bird opened "
-    "closed walked ran smiled whispered waited turned found lost remembered letter key lamp "
-    "book bottle coin ring map photograph"
-)
 
 
 def synthetic(out: Path, args: argparse.Namespace) -> None:
-    save_word_llama(out / MODEL, WORDS_TEXT.split(), args.seed)
+    save_word_llama(out / MODEL, STORY_WORDS, args.seed)
 
 
 def stage(src: Path, out: Path) -> None:
