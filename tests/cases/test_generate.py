@@ -253,3 +253,20 @@ def test_prepare_from_a_folder_links_the_csv_and_the_model(fp: Fleetperf, tmp_pa
     assert {f.name for f in (staged / "model").iterdir()} == names
     manifest = json.loads((staged / "fleetperf-data.json").read_text())
     assert manifest["synthetic"] is False and manifest["source"] == str(src)
+
+
+@pytest.mark.slow
+def test_a_missing_engine_interpreter_fails_the_run_in_one_line(fp: Fleetperf) -> None:
+    """engine vllm without its interpreter on the host: the run fails at start naming
+    config.json's hp.engine_python and the path, before any engine starts."""
+    out = fp.batch(
+        "generate-ttft",
+        "cpu/CPUx1x1-vllm",
+        "engine_python=/nonexistent/python",
+        args=("--format", "json"),
+        timeout=300,
+    )
+    assert out.returncode == 1, out.stdout[-3000:] + out.stderr[-3000:]
+    (rec,) = json.loads(out.stdout)
+    assert rec["status"] == "failed"
+    assert "hp.engine_python: /nonexistent/python is no interpreter on this host" in rec["error"]
