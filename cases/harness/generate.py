@@ -120,6 +120,20 @@ class Generated:
     texts: list[str]  # what ROUGE scores
 
 
+def counted(vllm_pass: dict[str, Any]) -> Generated:
+    """A vLLM pass (generate_vllm.py's JSON) counted as generate/Throughput/nvidia/vllm/
+    throughput.py counts it: ``new_generate += float(len(output.outputs[0].token_ids))``,
+    ``origin_gen += float(len(output.prompt_token_ids))``, ``gentext.append(output.outputs[0].
+    text)``."""
+    outs = vllm_pass["outputs"]
+    return Generated(
+        vllm_pass["duration_s"],
+        sum(o["prompt_tokens"] for o in outs),
+        sum(o["tokens"] for o in outs),
+        [o["text"] for o in outs],
+    )
+
+
 class HfEngine:
     """transformers in this process, as generate/*/nvidia/hf/*.py: the tokenizer's pad token
     its EOS, ``AutoModelForCausalLM.from_pretrained(...).eval()``, one prompt a generate."""
@@ -325,15 +339,7 @@ def throughput_main(run: Run) -> None:
     else:
         first, passed = vllm_passes(run, model, prompts, [1, max_tokens])
         ttft = first["duration_s"]
-        outs = passed["outputs"]
-        # new_generate += float(len(output.outputs[0].token_ids))
-        # origin_gen += float(len(output.prompt_token_ids))
-        got = Generated(
-            passed["duration_s"],
-            sum(o["prompt_tokens"] for o in outs),
-            sum(o["tokens"] for o in outs),
-            [o["text"] for o in outs],
-        )
+        got = counted(passed)
     scores = rouge(kept, got.texts)
     total = got.prompt_tokens + got.new_tokens
     run.say(f"{engine}: {len(prompts)} prompts, {total} tokens in {got.duration_s:.3f} s")

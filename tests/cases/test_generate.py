@@ -75,6 +75,22 @@ def test_rouge_is_flagperfs_mean_fmeasure() -> None:
     assert got["rouge2"] == pytest.approx(want[0]["rouge2"].fmeasure / 2)
 
 
+def test_vllm_tokens_are_counted_as_flagperf_counts_them() -> None:
+    # throughput.py (vllm): new_generate += float(len(output.outputs[0].token_ids))
+    #                       origin_gen += float(len(output.prompt_token_ids))
+    #                       genersum = origin_gen + new_generate; token/s = genersum/duration
+    one = {
+        "duration_s": 2.0,
+        "outputs": [
+            {"text": "a b", "tokens": 16, "prompt_tokens": 40},
+            {"text": "c", "tokens": 3, "prompt_tokens": 25},  # ended at EOS: 3 counted
+        ],
+    }
+    got = generate.counted(one)
+    assert (got.prompt_tokens, got.new_tokens, got.texts) == (65, 19, ["a b", "c"])
+    assert got.duration_s == 2.0
+
+
 def test_throughput_is_result_shows_formula() -> None:
     # utils/result_show.py: if duration > ttft: throughput = newly_tokens / (duration - ttft)
     #                       else: throughput = newly_tokens / (duration)
