@@ -185,12 +185,12 @@ class ResultStore:
             .order_by(runs.c.started.desc(), runs.c.run_id.desc())
             .limit(limit)
         )
-        chosen = query.with_only_columns(runs.c.run_id).scalar_subquery()
         values = sa.select(metrics.c.run_id, metrics.c.name, metrics.c.value)
-        if limit is not None:  # the page's runs' metrics (the whole store: every one)
-            values = values.where(metrics.c.run_id.in_(chosen))
         with self._transaction(write=False) as conn:
             found = conn.execute(query).mappings().all()
+            if limit is not None:  # the page's runs' metrics (the whole store: every one),
+                # by their ids: the page's query again as a subquery sorts the runs again
+                values = values.where(metrics.c.run_id.in_([r["run_id"] for r in found]))
             known: dict[str, dict[str, float]] = {}
             for run_id, name, value in conn.execute(values):
                 known.setdefault(run_id, {})[name] = value
