@@ -13,6 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
 from tui.core import safefile
+from tui.core.errors import StoreError
 from tui.results.record import RunRecord
 from tui.results.tables import FORMATS, export_text
 
@@ -71,3 +72,18 @@ def export(app: FleetperfApp, records: list[RunRecord]) -> None:
         app.notify(f"{len(records)} run(s) written to {path}", title="Exported")
 
     app.push_screen(ExportScreen(base, len(records), app.config.read_only), done)
+
+
+def export_runs(app: FleetperfApp, run_ids: list[str]) -> None:
+    """export() for these runs, their records read in a thread first (every shown run:
+    thousands of them take seconds)."""
+
+    def read() -> None:
+        try:
+            records = app.session.store.records(run_ids)
+        except StoreError as exc:
+            app.call_from_thread(app.notify, str(exc), severity="error", timeout=10)
+            return
+        app.call_from_thread(export, app, records)
+
+    app.run_worker(read, thread=True, exclusive=True, group="export")

@@ -24,7 +24,7 @@ from textual.widgets import (
 )
 
 from tui.app.safe import literal
-from tui.app.screens.export import export
+from tui.app.screens.export import export_runs
 from tui.app.widgets.curve import curve_table
 from tui.app.widgets.resultcells import (
     compare_table,
@@ -438,11 +438,11 @@ class ResultsScreen(Screen[None]):
     # -- export -----------------------------------------------------------------------
 
     def action_export(self) -> None:
-        records = self._whole(self._selection())
-        if not records:
+        rows = self._selection()
+        if not rows:
             self.notify("Nothing to export.", severity="warning")
             return
-        export(self.app, records)
+        export_runs(self.app, [r.run_id for r in rows])
 
 
 def _config(record: RunRecord | RunRow) -> tuple[str, str, str]:
