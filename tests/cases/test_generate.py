@@ -118,10 +118,13 @@ def _run(fp: Fleetperf, case: str, config: str) -> dict:
 
 def _sane_throughput(m: dict, first: str, other: str) -> None:
     assert m["prompts"] == PROMPTS and m[other] is None
-    assert 0 < m[first] < m["generate_s"] < 600
+    assert 0 < m[first] < 600 and 0 < m["generate_s"] < 600
     assert m["total_tokens"] > m["new_tokens"] > 0
     assert m["total_tokens_per_s"] == pytest.approx(m["total_tokens"] / m["generate_s"])
-    assert m["new_tokens_per_s"] == pytest.approx(m["new_tokens"] / (m["generate_s"] - m[first]))
+    # result_show.py's two branches: on vllm the TTFT pass, the engine's first, can take
+    # longer than the 16-token pass after it (seen with 4 and 8 prompts)
+    span = m["generate_s"] - m[first] if m["generate_s"] > m[first] else m["generate_s"]
+    assert m["new_tokens_per_s"] == pytest.approx(m["new_tokens"] / span)
     for name in ROUGES:
         assert 0 <= m[name] <= 1, (name, m[name])
     assert m["rouge1"] >= m["rouge2"]
