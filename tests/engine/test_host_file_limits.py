@@ -51,7 +51,7 @@ def test_recover_reads_a_huge_tail_in_bounded_memory_and_keeps_a_capped_copy(
         host_dir.mkdir()
         events = host_dir / "events.jsonl"
         events.write_text(STEP)
-        run._start_follower("box", str(events), Reach())
+        run.start_follower("box", str(events), Reach())
         assert run.followers["box"].drain(len(STEP), 10)
         _fill(events, 96)
         tracemalloc.start()

@@ -40,6 +40,8 @@ def distilbert_run():
     """cases/distilbert-pytorch/run.py as a module of its own name (other cases have a run.py
     too): its model_flops is the counting under test."""
     path = REPO / "cases" / "distilbert-pytorch" / "run.py"
+    if str(path.parent) not in sys.path:  # its own modules (flagperf_trainer.py, sst2.py)
+        sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location("distilbert_pytorch_run", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
