@@ -55,6 +55,14 @@ def test_the_list_reads_no_record_and_compare_is_the_records(
         return record(row, values)
 
     monkeypatch.setattr(store_module, "_record", counted)
+    reads: list[int | None] = []  # each ResultStore.rows call's limit
+    rows = ResultStore.rows
+
+    def counted_rows(self: ResultStore, limit: int | None = None) -> list[object]:
+        reads.append(limit)
+        return rows(self, limit)  # type: ignore[return-value]
+
+    monkeypatch.setattr(ResultStore, "rows", counted_rows)
 
     async def scenario() -> None:
         app = make_app(tmp_path)
@@ -66,6 +74,9 @@ def test_the_list_reads_no_record_and_compare_is_the_records(
             assert isinstance(screen, ResultsScreen)
             await wait_for(pilot, lambda: len(screen.records) == RUNS and not screen.reading)
             await app.workers.wait_for_complete()
+            # One page, then the whole store: Textual resumes the screen twice as it first
+            # shows it, and each began a read.
+            assert reads == [results_screen.PAGE, None]
             table = screen.query_one("#history", DataTable)
             assert table.row_count == results_screen.FILL_ROWS
             # The seeds' pane: the newest TABLE_RUNS runs' records, each read once.
@@ -84,30 +95,3 @@ def test_the_list_reads_no_record_and_compare_is_the_records(
             assert "on a loaded host left out" in plain(view, width=160)
 
     run(scenario())
-
-
-def test_the_results_screen_is_built_before_its_first_show(tmp_path: Path) -> None:
-    """Issue 45: composing the screen (filters, tables, styles) was half of opening it."""
-
-    async def scenario() -> None:
-        app = make_app(tmp_path)
-        async with app.run_test(size=(120, 40)) as pilot:
-            await wait_for(pilot, lambda: isinstance(app._results, ResultsScreen))
-            built = app._results
-            assert isinstance(built, ResultsScreen)
-            columns = len(results_screen.HISTORY_COLUMNS)
-            await wait_for(  # composed and mounted: its on_mount added the list's columns
-                pilot,
-                lambda: any(len(t.columns) == columns for t in built.query("#history")),
-                timeout=20,
-            )
-            assert app.screen is not built  # not shown: the Cases screen is
-            await pilot.press("4")
-            assert app.screen is built
-            await wait_for(pilot, lambda: "No results store" in plain_seeds(built))
-
-    run(scenario())
-
-
-def plain_seeds(screen: ResultsScreen) -> str:
-    return " ".join(plain(label) for label in screen.query("#seeds Label").results(Static))

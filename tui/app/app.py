@@ -16,7 +16,6 @@ from textual.binding import Binding
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widget import AwaitMount
-from textual.worker import Worker, WorkerState
 
 from tui.app.feed import RunFeed, run_target
 from tui.app.screens.cases import CasesScreen
@@ -44,6 +43,12 @@ def _runs_screen() -> Screen:
     from tui.app.screens.dashboard import DashboardScreen
 
     return DashboardScreen()
+
+
+def _results_screen() -> Screen:
+    from tui.app.screens.results import ResultsScreen
+
+    return ResultsScreen()
 
 
 def _fleet_screen() -> Screen:
@@ -76,6 +81,7 @@ class FleetperfApp(App[int]):
         "cases": CasesScreen,
         "hosts": _hosts_screen,
         "runs": _runs_screen,
+        "results": _results_screen,
         "fleet": _fleet_screen,
     }
     DEFAULT_MODE = "cases"
@@ -106,8 +112,6 @@ class FleetperfApp(App[int]):
             store=config.store,
         )
         self._shown_modes = {self.DEFAULT_MODE}
-        self._results: Screen | None = None  # built ahead of its first show (_build_results)
-        self.add_mode("results", self._results_screen)
 
     def on_ready(self) -> None:
         # Textual's Ready: the first frame is on the terminal.
@@ -116,37 +120,10 @@ class FleetperfApp(App[int]):
 
     @work(thread=True, group="preload")
     def _preload(self) -> None:
-        """The other screens' modules, imported while the operator reads the first one
-        (then the Results screen is built: on_worker_state_changed)."""
+        """The other screens' modules, imported while the operator reads the first one."""
         import tui.app.screens.dashboard
         import tui.app.screens.hosts
         import tui.app.screens.results  # noqa: F401
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == "preload" and event.state == WorkerState.SUCCESS:
-            self._build_results()
-
-    def _build_results(self) -> None:
-        """The Results screen composed and mounted (its widgets, styles and tables) while
-        the operator reads the first screen: key 4 then only reads and draws runs. Textual
-        mounts a mode's screen on its first show; _register is what it calls then."""
-        if "results" in self._shown_modes:
-            return
-        from tui.app.screens.results import ResultsScreen
-
-        self._results = ResultsScreen()
-        self._register(self, self._results)
-        # Styled as it mounts, by the stylesheet as it is: its first show then need not
-        # reparse it and restyle the whole app, as Textual does for a screen it has not
-        # styled (0.1-0.2 s here); a theme changed meanwhile counts up and restyles.
-        self._results._css_update_count = self._css_update_count
-
-    def _results_screen(self) -> Screen:
-        if self._results is not None:
-            return self._results
-        from tui.app.screens.results import ResultsScreen
-
-        return ResultsScreen()
 
     def switch_mode(self, mode: str) -> AwaitMount:
         shown = super().switch_mode(mode)

@@ -12,16 +12,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import (
-    ContentSwitcher,
-    DataTable,
-    Footer,
-    Header,
-    Input,
-    Label,
-    Select,
-    Static,
-)
+from textual.widgets import ContentSwitcher, DataTable, Footer, Header, Input, Label, Select, Static
 
 from tui.app.safe import literal
 from tui.app.screens.export import export_runs
@@ -38,11 +29,7 @@ from tui.app.widgets.runtable import SeedsView
 from tui.core.errors import StoreError, UserInputError
 from tui.results.record import RunRecord
 from tui.results.rows import RunRow
-from tui.results.tables import (
-    config_env_text,
-    peak_text,
-    short_id,
-)
+from tui.results.tables import config_env_text, peak_text, short_id
 
 if TYPE_CHECKING:
     from tui.app.app import FleetperfApp
@@ -117,8 +104,7 @@ class ResultsScreen(Screen[None]):
 
     def __init__(self) -> None:
         super().__init__()
-        # The list's rows (no RunRecord: ResultStore.rows); a run's whole record is read
-        # when it is shown in the lower pane, compared or exported (_whole), and kept.
+        # The list's rows (ResultStore.rows); whole records only where needed (_whole).
         self.records: list[RunRow] = []
         self._by_id: dict[str, RunRow] = {}  # the rows by run id, kept by _show
         self._by_config: dict[tuple[str, str, str], list[RunRow]] = {}  # and by config
@@ -128,6 +114,7 @@ class ResultsScreen(Screen[None]):
         self.marked: list[str] = []
         self.mode = "table"
         self.reading = False  # the whole store is being read after its newest runs
+        self._was_shown = self._resuming = False
         self._seeds_key: object = None  # what the seeds' pane shows (redrawn when it changes)
 
     def compose(self) -> ComposeResult:
@@ -153,9 +140,16 @@ class ResultsScreen(Screen[None]):
             table.add_column(name, key=name or "mark")
 
     def on_screen_resume(self) -> None:
+        # Textual resumes a mode's screen twice as it first shows it: one read.
+        if not self._resuming:
+            self._resuming = True
+            self.call_later(self._resumed)
+
+    def _resumed(self) -> None:
         # Shown again: the newest runs are read again (new and finished runs); the whole
         # store only the first time and on r.
-        self._load(whole=not self.records)
+        first, self._was_shown, self._resuming = not self._was_shown, True, False
+        self._load(whole=first)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "leave_field":  # escape: in the footer and live only in the field
@@ -207,8 +201,7 @@ class ResultsScreen(Screen[None]):
         self.reading = note == "more"
         self.records = records
         before, self._by_id = self._by_id, {r.run_id: r for r in records}
-        # A run whose row changed (finished, say) is read again; the rest are kept.
-        kept = self._whole_records.items()
+        kept = self._whole_records.items()  # a run whose row changed (finished) read again
         self._whole_records = {k: r for k, r in kept if before.get(k) == self._by_id.get(k)}
         self._by_config = {}
         for r in records:
@@ -336,9 +329,8 @@ class ResultsScreen(Screen[None]):
         return sorted(marked, key=lambda r: r.started) if marked else self.shown
 
     def _whole(self, rows: list[RunRow]) -> list[RunRecord]:
-        """The runs' records, in the rows' order, read from the store where not read yet
-        (a few at a time on the event loop: a marked run, the newest 20, two compared);
-        a run gone or unreadable since the rows were read is left out."""
+        """The runs' records in the rows' order, read where not read yet (a few, on the event
+        loop); a run gone or unreadable since its row was read is left out."""
         missing = [r.run_id for r in rows if r.run_id not in self._whole_records]
         if missing:
             try:
