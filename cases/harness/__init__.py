@@ -21,6 +21,7 @@ A case's ``run.py`` uses ``run_case`` and ``Run`` (the SDK); its ``prepare.py``
                   folder with a word-level tokenizer, Llama config check
 - ``generate``    FlagPerf's generate tasks, the workload of generate-ttft and
                   generate-throughput (``generate_vllm.py``: its vLLM side, a script)
+- ``engine``      engine_python(): an inference engine's own interpreter (hp engine_python)
 - ``jsonl``       json_lines(): a JSON-lines file's values, errors naming file and line
 - ``errors``      InputError: bad input, one line naming the file, exit 2
 - ``workload``    load_config, require_paths, guarded(): error events and exit codes

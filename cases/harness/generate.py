@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.engine import engine_python
 from harness.errors import InputError
 from harness.result import ModelFlops
 from harness.staging import link_or_copy
@@ -60,7 +61,6 @@ NA_VALUES = frozenset(
     )
 )  # fmt: skip
 VLLM_SCRIPT = Path(__file__).with_name("generate_vllm.py")
-REPO = Path(__file__).resolve().parents[2]
 
 
 def prompt(dialogue: str) -> str:
@@ -201,18 +201,6 @@ class HfEngine:
                 tail = outputs[j][len(outputs[j]) - max_tokens :]
                 out.texts.append(self.tokenizer.decode(tail, skip_special_tokens=True))
         return out
-
-
-def engine_python(value: str, config: Path) -> Path:
-    """hp engine_python as a path (absolute, or under the repository); InputError when no
-    interpreter is there."""
-    path = Path(value) if Path(value).is_absolute() else REPO / value
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        raise InputError(
-            f"{config}: hp.engine_python: {path} is no interpreter on this host "
-            "(scripts/bootstrap makes .venv-vllm; or --set engine_python=PATH)"
-        )
-    return path
 
 
 def vllm_passes(run: Run, model: Path, prompts: Sequence[str], max_tokens: Sequence[int]) -> list:

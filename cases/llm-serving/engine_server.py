@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import endpoint
-import harness
+from harness import engine
 
 START = Path(__file__).with_name("engine_start.py")
 STOP_GRACE_S = 8.0  # within the executor's own 10 s between its SIGTERM and SIGKILL
@@ -226,14 +226,9 @@ def endpoint_or_serving(
     yield Server(existing.url, None, name)
 
 
-def engine_python(value: str, repo: Path, config: Path) -> Path:
-    """hp engine_python as a path (absolute, or under the repository); InputError when no
-    interpreter is there, unless the environment names an existing endpoint (then no
-    engine runs here)."""
-    path = Path(value) if Path(value).is_absolute() else repo / value
-    if endpoint.configured() is None and not (path.is_file() and os.access(path, os.X_OK)):
-        raise harness.InputError(
-            f"{config}: hp.engine_python: {path} is no interpreter on this host "
-            "(scripts/bootstrap makes .venv-vllm; or --set engine_python=PATH)"
-        )
-    return path
+def engine_python(value: str, config: Path) -> Path:
+    """hp engine_python (harness.engine), unless the environment names an existing endpoint:
+    then no engine runs here and the path is not looked for."""
+    if endpoint.configured() is not None:
+        return Path(value)
+    return engine.engine_python(value, config)

@@ -27,7 +27,6 @@ import loadgen
 import serving_metrics
 import sweep
 
-REPO = Path(__file__).resolve().parents[2]
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
@@ -91,7 +90,7 @@ def released(rate: float, burstiness: float) -> str:
 def main(run: harness.Run) -> None:
     hp = run.hp
     engine_server.stop_on_sigterm()
-    python = engine_server.engine_python(hp.engine_python, REPO, run.config_path)
+    python = engine_server.engine_python(hp.engine_python, run.config_path)
     if run.precision not in DTYPES:
         raise harness.InputError(f"precision {run.precision!r}: this case serves fp32, bf16, fp16")
     key, loads = sweep.swept(hp)
