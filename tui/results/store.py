@@ -31,6 +31,7 @@ __all__ = ["SCHEMA_VERSION", "MetricPoint", "ResultStore", "StoreError"]
 
 RESOLVE_SHOWN = 5  # an ambiguous run id: the matches named in the refusal
 REASON_CHARS = 200  # an unreadable row's reason, as shown
+RECORDS_AT_ONCE = 10_000  # ResultStore.records: the ids one query names
 # Unreadable rows, said once a process: on stderr where no front end took the logger
 # (logging's last resort prints the message alone), in the app wherever it sends logs.
 _LOG = logging.getLogger(__name__)
@@ -204,9 +205,14 @@ class ResultStore:
         return out
 
     def records(self, run_ids: Iterable[str]) -> list[RunRecord]:
-        """The runs with these ids (those still stored and readable), oldest first."""
-        query = sa.select(runs).where(runs.c.run_id.in_(list(run_ids)))
-        return self._read(query.order_by(runs.c.started, runs.c.run_id))
+        """The runs with these ids (those still stored and readable), oldest first; read
+        RECORDS_AT_ONCE at a time (PostgreSQL takes at most 65,535 parameters a query)."""
+        ids = list(run_ids)
+        found = []
+        for at in range(0, len(ids), RECORDS_AT_ONCE):
+            chosen = runs.c.run_id.in_(ids[at : at + RECORDS_AT_ONCE])
+            found += self._read(sa.select(runs).where(chosen))
+        return sorted(found, key=lambda r: (r.started, r.run_id))
 
     def _read(self, query: sa.Select[Any]) -> list[RunRecord]:
         """The runs ``query`` selects, in its order, with their metrics (one snapshot)."""
