@@ -12,16 +12,7 @@ checked, then linked; the first missing or malformed file in one line, exit 2.
 
 import sys
 
-import harness
 from harness import generate
 
 if __name__ == "__main__":
-    sys.exit(
-        harness.prepare_main(
-            __file__,
-            __doc__,
-            generate.synthetic,
-            stage=generate.stage,
-            real_data=generate.REAL_DATA,
-        )
-    )
+    sys.exit(generate.prepare(__file__, __doc__))

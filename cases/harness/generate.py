@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from harness.engine import engine_python
 from harness.errors import InputError
 from harness.result import ModelFlops
-from harness.staging import link_or_copy
+from harness.staging import link_or_copy, prepare_main
 from harness.tiny import STORY_WORDS, save_word_llama
 
 if TYPE_CHECKING:
@@ -363,6 +363,12 @@ def synthetic_rows(seed: int, rows: int) -> list[tuple[str, str]]:
 
 
 REAL_DATA = f"{CSV_NAME} (columns dialogue, summary) and {MODEL}/ (a Hugging Face model)"
+
+
+def prepare(file: str, doc: str | None) -> int:
+    """The generate cases' prepare.py: ``--synthetic`` (``synthetic``) or ``--from DIR``
+    (``stage``), as harness.prepare_main runs them."""
+    return prepare_main(file, doc, synthetic, stage=stage, real_data=REAL_DATA)
 
 
 def synthetic(out: Path, args: argparse.Namespace, rows: int = 256) -> None:

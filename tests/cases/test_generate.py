@@ -20,16 +20,13 @@ from pathlib import Path
 import pytest
 from conftest import REPO, Fleetperf
 from process_guard import descendants
+from vllm_engine import needs_vllm, prepared
 
 sys.path.insert(0, str(REPO / "cases"))
 
 from harness import generate  # noqa: E402
 from harness.errors import InputError  # noqa: E402
 
-ENGINE = REPO / ".venv-vllm" / "bin" / "python"
-needs_vllm = pytest.mark.skipif(
-    not ENGINE.exists(), reason=f"no {ENGINE.relative_to(REPO)} (scripts/bootstrap makes it)"
-)
 PROMPTS = 4
 ROUGES = ("rouge1", "rouge2", "rouge_l", "rouge_lsum")
 
@@ -100,11 +97,9 @@ def test_throughput_is_result_shows_formula() -> None:
 
 @pytest.fixture(scope="module")
 def fp(tmp_path_factory: pytest.TempPathFactory) -> Fleetperf:
-    tmp = tmp_path_factory.mktemp("generate")
-    runner = Fleetperf(cases_dir=REPO / "cases", data_root=tmp / "data", results=tmp / "results")
-    for case in ("generate-ttft", "generate-throughput"):
-        out = runner.run("prepare", case, "--synthetic")
-        assert out.returncode == 0, out.stderr
+    runner = prepared(tmp_path_factory, "generate", "generate-ttft")
+    out = runner.run("prepare", "generate-throughput", "--synthetic")
+    assert out.returncode == 0, out.stderr
     return runner
 
 

@@ -20,18 +20,12 @@ from pathlib import Path
 import pytest
 from conftest import REPO, Fleetperf
 from process_guard import descendants
+from vllm_engine import SERVING, prepared
 
 sys.path.insert(0, str(REPO / "cases" / "llm-serving"))
 import engine_server  # noqa: E402
 
-ENGINE = REPO / ".venv-vllm" / "bin" / "python"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.xdist_group("llm_serving"),
-    pytest.mark.skipif(
-        not ENGINE.exists(), reason=f"no {ENGINE.relative_to(REPO)} (scripts/bootstrap makes it)"
-    ),
-]
+pytestmark = SERVING
 SERVER_PID = re.compile(r"vLLM server pid (\d+) ")
 PINNED = re.compile(r"load generator on CPUs (\[[0-9, ]*\]), the engine.s worker on (\[[0-9, ]*\])")
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
@@ -39,11 +33,7 @@ LATENCIES = ("ttft", "tpot", "itl", "e2el")
 
 @pytest.fixture(scope="module")
 def fp(tmp_path_factory: pytest.TempPathFactory) -> Fleetperf:
-    tmp = tmp_path_factory.mktemp("serving")
-    runner = Fleetperf(cases_dir=REPO / "cases", data_root=tmp / "data", results=tmp / "results")
-    out = runner.run("prepare", "llm-serving", "--synthetic")
-    assert out.returncode == 0, out.stderr
-    return runner
+    return prepared(tmp_path_factory, "serving", "llm-serving")
 
 
 def group_gone(pgid: int) -> bool:

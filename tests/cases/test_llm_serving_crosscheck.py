@@ -26,15 +26,9 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, Fleetperf
+from vllm_engine import SERVING
 
-ENGINE = REPO / ".venv-vllm" / "bin" / "python"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.xdist_group("llm_serving"),
-    pytest.mark.skipif(
-        not ENGINE.exists(), reason=f"no {ENGINE.relative_to(REPO)} (scripts/bootstrap makes it)"
-    ),
-]
+pytestmark = SERVING
 
 
 def test_fleetperf_agrees_with_vllm_bench_serve_and_brackets_the_servers_histograms(

@@ -18,25 +18,18 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, Fleetperf, local_host, write_inventory
+from vllm_engine import ENGINE, needs_vllm, prepared
 
 sys.path.insert(0, str(REPO / "cases" / "llm-serving"))
 import engine_server  # noqa: E402
 
-ENGINE = REPO / ".venv-vllm" / "bin" / "python"
 TOKEN_VAR = "MY_SERVING_TOKEN"
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("llm_serving")]
-needs_engine = pytest.mark.skipif(
-    not ENGINE.exists(), reason=f"no {ENGINE.relative_to(REPO)} (scripts/bootstrap makes it)"
-)
 
 
 @pytest.fixture(scope="module")
 def fp(tmp_path_factory: pytest.TempPathFactory) -> Fleetperf:
-    tmp = tmp_path_factory.mktemp("endpoint")
-    runner = Fleetperf(cases_dir=REPO / "cases", data_root=tmp / "data", results=tmp / "results")
-    out = runner.run("prepare", "llm-serving", "--synthetic")
-    assert out.returncode == 0, out.stderr
-    return runner
+    return prepared(tmp_path_factory, "endpoint", "llm-serving")
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +73,7 @@ def endpoint_run(
     return out.returncode, out.stdout + out.stderr
 
 
-@needs_engine
+@needs_vllm
 def test_an_existing_endpoint_is_loaded_with_its_token_and_the_token_is_kept_nowhere(
     fp: Fleetperf, existing: tuple[str, str], tmp_path: Path
 ) -> None:

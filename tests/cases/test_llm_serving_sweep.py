@@ -14,28 +14,18 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, Fleetperf
+from vllm_engine import SERVING, prepared
 
 sys.path.insert(0, str(REPO / "cases" / "llm-serving"))
 import engine_server  # noqa: E402
 
-ENGINE = REPO / ".venv-vllm" / "bin" / "python"
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.xdist_group("llm_serving"),
-    pytest.mark.skipif(
-        not ENGINE.exists(), reason=f"no {ENGINE.relative_to(REPO)} (scripts/bootstrap makes it)"
-    ),
-]
+pytestmark = SERVING
 SERVER_PID = re.compile(r"vLLM server pid (\d+) ")
 
 
 @pytest.fixture(scope="module")
 def fp(tmp_path_factory: pytest.TempPathFactory) -> Fleetperf:
-    tmp = tmp_path_factory.mktemp("sweep")
-    runner = Fleetperf(cases_dir=REPO / "cases", data_root=tmp / "data", results=tmp / "results")
-    out = runner.run("prepare", "llm-serving", "--synthetic")
-    assert out.returncode == 0, out.stderr
-    return runner
+    return prepared(tmp_path_factory, "sweep", "llm-serving")
 
 
 def _run(fp: Fleetperf, *sets: str) -> dict:
