@@ -220,23 +220,37 @@ def load_config(case: CaseFile, ref: str) -> VendorConfig:
 
 def parse_sets(pairs: list[str]) -> dict[str, Any]:
     """``key=value`` strings from the command line; values read as YAML scalars, a float
-    only where it is finite as written (.nan, 1e400 and 1e-400 refused); ``a,b,c`` is the
-    list [a, b, c] (a sweep's points: the case says which keys may take one)."""
+    only where it is finite as written (.nan, 1e400 and 1e-400 refused). ``a,b,c`` stays
+    text here: ``resolve`` reads it as the list [a, b, c] for a key the case sweeps."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep or not key.strip():
             raise CatalogError(f"--set {pair!r}: expected key=value")
-        if "," in raw and not raw.lstrip().startswith(("[", "{", "'", '"')):
-            raw = f"[{raw}]"
-        try:
-            out[key.strip()] = clean_tree(yaml_load(raw)) if raw.strip() else ""
-        except yaml.YAMLError:
-            raise CatalogError(f"--set {key}: value {raw!r} is not a valid scalar") from None
-        except NumberError as exc:
-            field = ".".join(p for p in (key.strip(), exc.field) if p)
-            raise CatalogError(f"--set {field}: {exc}") from None
+        out[key.strip()] = _scalar(key.strip(), raw)
     return out
+
+
+def _scalar(key: str, raw: str) -> Any:
+    try:
+        return clean_tree(yaml_load(raw)) if raw.strip() else ""
+    except yaml.YAMLError:
+        raise CatalogError(f"--set {key}: value {raw!r} is not a valid scalar") from None
+    except NumberError as exc:
+        field = ".".join(p for p in (key, exc.field) if p)
+        raise CatalogError(f"--set {field}: {exc}") from None
+
+
+def _swept(case: CaseFile, sets: dict[str, Any]) -> dict[str, Any]:
+    """``sets`` with a comma-separated text for a key the case sweeps (case.yaml ``sweep``)
+    read as the list of its points; any other key's text is left as it is (a comma may
+    belong in it: an env digest, a path)."""
+    return {
+        key: [_scalar(key, part) for part in value.split(",")]
+        if key in case.sweep and isinstance(value, str) and "," in value
+        else value
+        for key, value in sets.items()
+    }
 
 
 def resolve(
@@ -244,7 +258,7 @@ def resolve(
 ) -> RunSpec:
     """The run's hyperparameters: case defaults < vendor config < case.yaml's smoke.hp (with
     ``smoke``) < ``--set``, so an operator can still change a smoke run's budget."""
-    sets = sets or {}
+    sets = _swept(case, sets or {})
     with _refused():
         case.check_overrides(sets, "--set")
     hp = {**case.defaults, **config.overrides, **smoke_hp(case, smoke), **sets}
