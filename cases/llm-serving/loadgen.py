@@ -23,9 +23,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate
+from pathlib import Path
 
 import aiohttp
 import endpoint
+from harness.errors import InputError
 
 
 @dataclass(frozen=True)
@@ -171,3 +173,34 @@ async def run_load(
         finally:
             reporter.cancel()
         return list(outcomes), time.perf_counter() - t0
+
+
+def prompt_ids(model: Path) -> list[int]:
+    """The ids a random prompt draws from: the model's vocabulary less the tokenizer's
+    special tokens (tokenizer.json's added tokens)."""
+    try:
+        vocab = int(json.loads((model / "config.json").read_text())["vocab_size"])
+        added = json.loads((model / "tokenizer.json").read_text()).get("added_tokens", [])
+        special = {int(t["id"]) for t in added}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputError(f"{model}: cannot read its vocabulary: {e}") from None
+    ids = [i for i in range(vocab) if i not in special]
+    if not ids:
+        raise InputError(f"{model / 'config.json'}: no vocabulary left for prompts")
+    return ids
+
+
+def check_fits(plan: list[Request], max_model_len: int, config: Path) -> None:
+    """InputError, naming config.json's fields, when a request outgrows the server's
+    max_model_len."""
+    longest = max(len(r.prompt) + r.max_tokens for r in plan)
+    if longest > max_model_len:
+        raise InputError(
+            f"{config}: a request of {longest} tokens (input_len, output_len, "
+            f"range_ratio) does not fit max_model_len {max_model_len}"
+        )
+
+
+def released(rate: float, burstiness: float) -> str:
+    """How a load's requests are released, as notes and progress lines say it."""
+    return f"{rate} requests/s (burstiness {burstiness})" if rate else "all at once"

@@ -9,82 +9,24 @@ own interpreter (hp ``engine_python``: .venv-vllm on a cpu host, made by scripts
 a process group of its own, waits for /health, sends ``warmup_requests`` and then
 ``num_prompts`` timed ones (loadgen.py: at most ``concurrency`` in flight, released all at
 once or at ``request_rate`` in gamma arrivals), and always stops the server
-(engine_server.py), also on the executor's SIGTERM. Metrics as ``vllm bench serve`` defines
-them (serving_metrics.py). The run passes when every timed request was answered.
+(engine_server.py), also on the executor's SIGTERM; or loads an existing endpoint. A sweep's
+points (sweep.py) share one server. Metrics as ``vllm bench serve`` defines them
+(serving_metrics.py); live step records (live.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
-import time
-from pathlib import Path
 
 import engine_server
 import harness
 import loadgen
 import serving_metrics
 import sweep
+from live import Live
 
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-
-
-def prompt_ids(model: Path) -> list[int]:
-    """The ids a random prompt draws from: the model's vocabulary less the tokenizer's
-    special tokens (tokenizer.json's added tokens)."""
-    try:
-        vocab = int(json.loads((model / "config.json").read_text())["vocab_size"])
-        added = json.loads((model / "tokenizer.json").read_text()).get("added_tokens", [])
-        special = {int(t["id"]) for t in added}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise harness.InputError(f"{model}: cannot read its vocabulary: {e}") from None
-    ids = [i for i in range(vocab) if i not in special]
-    if not ids:
-        raise harness.InputError(f"{model / 'config.json'}: no vocabulary left for prompts")
-    return ids
-
-
-class Live:
-    """The step records while the load runs, every 5 s and at each point's end: requests
-    answered and output tokens, cumulative over the run's points, and the interval's
-    requests/s (``throughput``) and TTFT p99 (``ttft_p99_ms``) of the requests it answered.
-    The dashboard's tokens/s is the interval's too (the difference of ``tokens``)."""
-
-    def __init__(self, run: harness.Run) -> None:
-        self.run, self.steps, self.samples, self.tokens = run, 0, 0, 0
-        self.seen, self.t = 0, time.perf_counter()
-
-    def start_point(self) -> None:
-        self.seen, self.t = 0, time.perf_counter()
-
-    def progress(self, done: list[loadgen.Outcome]) -> None:
-        self.run.memory.sample()  # the workload and its descendants: the server's processes
-        now = time.perf_counter()
-        new = [o for o in done[self.seen :] if o.ok]
-        ok = [o for o in done if o.ok]
-        self.steps += 1
-        self.run.events.emit(
-            "step",
-            step=self.steps,
-            samples=self.samples + len(ok),
-            tokens=self.tokens + sum(o.output_len for o in ok),
-            throughput=len(new) / (now - self.t) if now > self.t else None,
-            ttft_p99_ms=serving_metrics.percentile([o.ttft * 1000 for o in new], 99)
-            if new
-            else None,
-        )
-        self.seen, self.t = len(done), now
-
-    def end_point(self, outcomes: list[loadgen.Outcome]) -> None:
-        self.progress(outcomes)  # the point's last record and memory reading, the server up
-        ok = [o for o in outcomes if o.ok]
-        self.samples += len(ok)
-        self.tokens += sum(o.output_len for o in ok)
-
-
-def released(rate: float, burstiness: float) -> str:
-    return f"{rate} requests/s (burstiness {burstiness})" if rate else "all at once"
 
 
 def main(run: harness.Run) -> None:
@@ -95,17 +37,12 @@ def main(run: harness.Run) -> None:
         raise harness.InputError(f"precision {run.precision!r}: this case serves fp32, bf16, fp16")
     key, loads = sweep.swept(hp)
     model = run.data / "model"
-    ids = prompt_ids(model)
+    ids = loadgen.prompt_ids(model)
     warm = loadgen.requests(hp.warmup_requests, hp.input_len, hp.output_len, 0.0, ids, hp.seed + 7)
     plan = loadgen.requests(
         hp.num_prompts, hp.input_len, hp.output_len, hp.range_ratio, ids, hp.seed
     )
-    longest = max(len(r.prompt) + r.max_tokens for r in plan)
-    if longest > hp.max_model_len:
-        raise harness.InputError(
-            f"{run.config_path}: a request of {longest} tokens (input_len, output_len, "
-            f"range_ratio) does not fit max_model_len {hp.max_model_len}"
-        )
+    loadgen.check_fits(plan, hp.max_model_len, run.config_path)
     live = Live(run)
     points: list[dict] = []  # {"hp": {key: load}, "metrics": {...}} in the order run
     failures: list[str] = []
@@ -121,7 +58,7 @@ def main(run: harness.Run) -> None:
         concurrency, rate = at(load)
         run.say(
             f"{hp.num_prompts} requests, at most {concurrency} in flight, released "
-            f"{released(rate, hp.burstiness)}"
+            f"{loadgen.released(rate, hp.burstiness)}"
         )
         live.start_point()
         times = loadgen.send_times(hp.num_prompts, rate, hp.burstiness, hp.seed)
@@ -192,7 +129,7 @@ def main(run: harness.Run) -> None:
     notes = [
         f"{served}; {hp.num_prompts} requests of ~{hp.input_len} prompt + "
         f"~{hp.output_len} output tokens (range ratio {hp.range_ratio}), concurrency "
-        f"{concurrency}, released {released(rate, hp.burstiness)}; {hp.warmup_requests} "
+        f"{concurrency}, released {loadgen.released(rate, hp.burstiness)}; {hp.warmup_requests} "
         "warm-up requests left out",
         f"wall time {points[best]['wall_s']:.2f} s; goodput: TTFT <= {hp.slo_ttft_ms} ms and "
         f"TPOT <= {hp.slo_tpot_ms} ms; definitions as vllm bench serve's "
@@ -204,14 +141,7 @@ def main(run: harness.Run) -> None:
         notes.append(f"{len(points)} points over {key} in one server run: {shown}; {which}")
     if hp.find_max_load:
         metrics[sweep.ANSWER[key]] = answer
-        notes.append(
-            f"find_max_load: from {key} {loads[0]}, doubled then bisected (at most "
-            f"{hp.max_points} points), the highest meeting the SLO (goodput ratio >= "
-            f"{hp.slo_goodput_ratio}): {answer}"
-            if answer is not None
-            else f"find_max_load: even the lowest point, {key} {loads[0]}, misses the SLO "
-            f"(goodput ratio >= {hp.slo_goodput_ratio}): {sweep.ANSWER[key]} is null"
-        )
+        notes.append(sweep.answer_note(key, loads[0], answer, hp.max_points, hp.slo_goodput_ratio))
     # Under find_max_load a point's failed requests only count against its goodput ratio.
     failed = not hp.find_max_load and failures
     run.finish(

@@ -83,3 +83,16 @@ def reported(points: list[dict[str, Any]], key: str, ratio: float) -> tuple[int,
         f"the top-level metrics are {key} {points[best]['hp'][key]}'s, the highest load "
         f"meeting the SLO (goodput ratio >= {ratio})"
     )
+
+
+def answer_note(key: str, first: float, answer: float | None, points: int, ratio: float) -> str:
+    """What find_max_load found, for the record's notes."""
+    if answer is None:
+        return (
+            f"find_max_load: even the lowest point, {key} {first}, misses the SLO "
+            f"(goodput ratio >= {ratio}): {ANSWER[key]} is null"
+        )
+    return (
+        f"find_max_load: from {key} {first}, doubled then bisected (at most {points} points), "
+        f"the highest meeting the SLO (goodput ratio >= {ratio}): {answer}"
+    )

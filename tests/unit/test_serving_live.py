@@ -14,7 +14,7 @@ RUN = "20261129-120000-llm-serving-0001"
 
 
 def step(n: int, t: float, ttft: object) -> str:
-    """A step record as cases/llm-serving/run.py's Live writes it."""
+    """A step record as cases/llm-serving/live.py's Live writes it."""
     record = {"t": t, "kind": "step", "rank": 0, "step": n, "samples": 8 * n}
     return json.dumps({**record, "tokens": 256 * n, "throughput": 1.6, "ttft_p99_ms": ttft})
 
