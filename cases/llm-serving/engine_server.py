@@ -204,9 +204,14 @@ def serving(
             say(f"load generator on CPUs {sorted(client)}, the engine's worker on {sorted(worker)}")
         yield Server(url, proc.pid, MODEL_NAME)
     finally:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the stop
-        set_affinity(mine)
-        stop(proc)
+        # A second SIGTERM must not cut the stop; the caller's handler comes back after it
+        # (left ignored, every process the caller starts later would ignore SIGTERM too).
+        handler = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            set_affinity(mine)
+            stop(proc)
+        finally:
+            signal.signal(signal.SIGTERM, handler)
         print(f"vLLM server stopped (pid {proc.pid})", file=sys.stderr, flush=True)
 
 
