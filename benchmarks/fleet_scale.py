@@ -216,7 +216,9 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
+def measure(
+    n: int, steps: int, interval: float, mode: str, work: Path, timeline: Path | None = None
+) -> dict:
     cases = work / "cases"
     shutil.copytree(EMITTER, cases / "emitter")
     (cases / "emitter" / "configs" / "cpu" / f"CPUx{n}x1.yaml").write_text("overrides: {}\n")
@@ -238,12 +240,15 @@ def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
         assert len({h for p in plans for h in p.hosts}) == n, "every host streams"
         samples: list[MetricSample] = []
         running: dict[str, float] = {}
+        phases: list[tuple[float, str, str]] = []  # (received, host, phase)
 
         def on_event(ev: Event) -> None:
             if isinstance(ev, MetricSample):
                 samples.append(ev)
-            elif isinstance(ev, HostState) and ev.phase == "running":
-                running.setdefault(ev.host, time.time())
+            elif isinstance(ev, HostState):
+                phases.append((time.time(), ev.host, ev.phase))
+                if ev.phase == "running":
+                    running.setdefault(ev.host, time.time())
 
         counter = LinkCounters({h.name: fleet.veth(h) for h in fleet.hosts.values()})
         counter.start()
@@ -286,6 +291,18 @@ def measure(n: int, steps: int, interval: float, mode: str, work: Path) -> dict:
         steps_streamed += len(stamps) - 1
         moved += counter.at(host, max(stamps)) - counter.at(host, min(stamps))
     latency = [s.received - s.t for s in samples]
+    if timeline:  # every line's and phase's time from the batch's start, for a late line's cause
+        timeline.write_text(
+            json.dumps(
+                {
+                    "lines": [
+                        [s.host, round(s.t - started, 3), round(s.received - s.t, 3)]
+                        for s in samples
+                    ],
+                    "phases": [[round(t - started, 3), h, p] for t, h, p in phases],
+                }
+            )
+        )
     host_cpu = host_poll_cpu + followers.total()
     return {
         "hosts": n,
@@ -317,6 +334,12 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--interval", type=float, default=0.2, help="seconds between step lines")
     ap.add_argument("--mode", choices=("runs", "nodes"), default="runs")
+    ap.add_argument(
+        "--timeline",
+        type=Path,
+        help="write each line's (host, written at, latency) and each host phase, from the"
+        " batch's start, to TIMELINE-N.json",
+    )
     args = ap.parse_args()
     reason = localfleet.available()
     if reason:
@@ -325,7 +348,8 @@ def main() -> None:
     for n in args.hosts:
         prefix = f"fleetperf-scale-{n}-"
         with tempfile.TemporaryDirectory(prefix=prefix, ignore_cleanup_errors=True) as tmp:
-            figures = measure(n, args.steps, args.interval, args.mode, Path(tmp))
+            timeline = args.timeline and args.timeline.with_name(f"{args.timeline.stem}-{n}.json")
+            figures = measure(n, args.steps, args.interval, args.mode, Path(tmp), timeline)
             print(json.dumps(figures), flush=True)
     print(f"# load average after: {os.getloadavg()}")
 
