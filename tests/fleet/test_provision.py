@@ -413,6 +413,8 @@ def check_mode(inventory: Path, work: Path) -> dict:
         forks=10,
         envvars={"PATH": ansible_env()["PATH"], "ANSIBLE_NOCOLOR": "1"},
         quiet=True,
+        # Without one, ansible-runner sets SIGTERM and SIGINT handlers it never takes back.
+        cancel_callback=lambda: False,
     )
     results: dict[str, dict[str, dict]] = {}
     status_of = {
