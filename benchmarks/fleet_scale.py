@@ -295,6 +295,7 @@ def measure(
         timeline.write_text(
             json.dumps(
                 {
+                    "started": started,  # the epoch the other times count from
                     "lines": [
                         [s.host, round(s.t - started, 3), round(s.received - s.t, 3)]
                         for s in samples

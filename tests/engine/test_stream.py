@@ -72,6 +72,31 @@ def test_a_follower_hands_on_each_complete_line_as_it_is_written(tmp_path: Path)
         follower.close()
 
 
+def test_a_slow_start_does_not_hold_the_thread_that_asks_for_a_follower(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """That thread reads every host's Ansible events: a fork that takes seconds on a loaded
+    machine must not hold it (nor lose the lines written meanwhile)."""
+    events = tmp_path / "events.jsonl"
+    events.write_text('{"n": 0}\n')
+    real = subprocess.Popen
+
+    def slow_popen(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        time.sleep(2)
+        return real(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(subprocess, "Popen", slow_popen)
+    got: list[str] = []
+    asked = time.monotonic()
+    follower = Follower(Reach().argv(str(events)), got.append)
+    try:
+        assert time.monotonic() - asked < 1
+        assert follower.drain(events.stat().st_size, 10)
+        assert got == ['{"n": 0}']
+    finally:
+        follower.close()
+
+
 # The controller: a follower of the file named in $EVENTS, started with the command that
 # $QUIET selects: local `tail -F`, or one that never writes and so never notices that its
 # reader is gone (as ssh, waiting on a host whose workload went quiet).
@@ -104,6 +129,9 @@ def test_a_killed_controller_leaves_no_follower(tmp_path: Path, quiet: str) -> N
     )
     try:
         assert controller.stdout is not None and controller.stdout.readline() == "following\n"
+        deadline = time.monotonic() + 10  # the follower starts on its own thread
+        while not _followers_of(events) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert _followers_of(events)
         controller.send_signal(signal.SIGKILL)
         controller.wait(timeout=10)

@@ -118,25 +118,41 @@ def capped_lines(stream: BinaryIO) -> Iterator[tuple[bytes, int, bool]]:
 
 class Follower:
     """One host's events file, followed from its first byte; each complete line goes to
-    ``on_line`` (on the follower's own thread) as soon as it is written."""
+    ``on_line`` (on the follower's own thread) as soon as it is written.
+
+    The reader starts on the follower's own thread, not the caller's: starting it forks
+    the controller, which on a loaded machine takes up to seconds, and the caller is the
+    thread that reads every host's Ansible events (a batch of 32 hosts fell behind by 5-7 s
+    when it started their followers itself, and every host's first lines with it). The
+    thread that starts it is also the one whose end ends it (_die_with_parent)."""
 
     def __init__(self, argv: list[str], on_line: Callable[[str], None]) -> None:
         self.received = 0  # bytes of complete lines handed on
         self._on_line = on_line
         self._more = threading.Condition()
-        self._proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,  # tail's notes ("has appeared"), ssh's banners
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - prctl only, no locks taken
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._closed = False
+        self._thread = threading.Thread(
+            target=self._run, args=(argv,), daemon=True, name="follower"
         )
-        self._thread = threading.Thread(target=self._read, daemon=True, name="follower")
         self._thread.start()
 
-    def _read(self) -> None:
-        assert self._proc.stdout is not None
-        for head, size, ended in capped_lines(self._proc.stdout):
+    def _run(self, argv: list[str]) -> None:
+        with self._more:
+            if self._closed:
+                return
+            self._proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,  # tail's notes ("has appeared"), ssh's banners
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - prctl only, no locks taken
+            )
+        self._read(self._proc)
+
+    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        for head, size, ended in capped_lines(proc.stdout):
             if not ended:
                 break  # the follower was stopped in the middle of a line
             line = head.decode("utf-8", "replace").strip()
@@ -158,11 +174,15 @@ class Follower:
         return True
 
     def close(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.terminate()
-        try:
-            self._proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        with self._more:  # once the reader has started, or so that it never starts
+            self._closed = True
+            proc = self._proc
+        if proc is not None:
+            if proc.poll() is None:
+                proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         self._thread.join(timeout=5)
