@@ -14,6 +14,9 @@ import pytest
 import testhosts
 from conftest import Fleetperf
 
+from tui.core.stream import reach
+from tui.engine.inventory import load_inventory
+
 pytestmark = [
     pytest.mark.skipif(testhosts.available() is not None, reason=str(testhosts.available())),
     pytest.mark.slow,
@@ -25,7 +28,15 @@ def test_two_ssh_nodes_run_one_case(emitter: Fleetperf, tmp_path: Path) -> None:
         nodes = [net.add_host("node1"), net.add_host("node2")]
         inventory = testhosts.cpu_inventory(net, nodes, emitter.data_root, tmp_path / "fleet.yml")
         out = emitter.batch("emitter", "cpu/CPUx2x1", args=("-i", str(inventory)))
-    assert out.returncode == 0, out.stdout + out.stderr
+        assert out.returncode == 0, out.stdout + out.stderr
+        # The followers went over the connection Ansible keeps to each host (one
+        # handshake per host, not two): the socket they name is the one Ansible made.
+        hostvars = load_inventory(inventory).hostvars
+        for h in nodes:
+            how = reach(h.name, hostvars[h.name])
+            assert how is not None and how.ssh is not None
+            control = next(a for a in how.ssh if a.startswith("ControlPath="))
+            assert Path(control.removeprefix("ControlPath=")).is_socket()
     (rec,) = emitter.records()
     assert rec["status"] == "passed" and rec["hosts"] == ["node1", "node2"]
     run_dir = emitter.results / "runs" / rec["run_id"]

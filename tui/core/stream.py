@@ -14,6 +14,8 @@ from the host's file that the cleanup brings back (tui/executors/tracker.py).
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import os
 import shlex
 import signal
 import subprocess
@@ -91,6 +93,11 @@ def reach(name: str, hostvars: dict[str, Any]) -> Reach | None:
             return None
         found[what] = value
     argv = ["ssh", "-T", "-o", "BatchMode=yes", *SSH_SAFETY]
+    if control := _ansible_control_path(found.get("host", name), found, hostvars):
+        # Over the connection Ansible keeps to the host where it is up: a new connection's
+        # handshake per host (32 at once, on the controller's and the hosts' CPUs) made
+        # the first lines of a batch's last hosts seconds late. Without it, ssh connects.
+        argv += ["-o", "ControlMaster=no", "-o", f"ControlPath={control}"]
     if "port" in found:
         argv += ["-p", found["port"]]
     if "user" in found:
@@ -99,6 +106,21 @@ def reach(name: str, hostvars: dict[str, Any]) -> Reach | None:
         argv += ["-i", found["key"]]
     argv += shlex.split(found.get("common", "")) + shlex.split(found.get("extra", ""))
     return Reach(ssh=(*argv, "--", found.get("host", name)))
+
+
+def _ansible_control_path(host: str, found: dict[str, str], hostvars: dict[str, Any]) -> str | None:
+    """The socket of the connection Ansible's ssh plugin shares for this host
+    (tui/executors/ansiblerun.py sets ControlPersist and no ControlPath, so the plugin's
+    own: the first 10 hex digits of sha1("HOST-PORT-USER") in its control path directory);
+    None where the inventory sets a path of its own or its directory is templated."""
+    if "ansible_control_path" in hostvars:
+        return None
+    directory = _plain(hostvars.get("ansible_control_path_dir", "~/.ansible/cp"))
+    if directory is None:
+        return None
+    user = found.get("user") or os.environ.get("ANSIBLE_REMOTE_USER")
+    digest = hashlib.sha1(f"{host}-{found.get('port')}-{user}".encode()).hexdigest()
+    return os.path.join(os.path.realpath(os.path.expanduser(directory)), digest[:10])
 
 
 def capped_lines(stream: BinaryIO) -> Iterator[tuple[bytes, int, bool]]:
