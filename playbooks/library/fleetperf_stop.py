@@ -23,6 +23,9 @@ description:
     dir, which the container writes (C(exit_code), a deleted file), changes that.
   - With O(lease), releases the host lease there, under its lock, if this run (the run
     dir's name) holds it; for a container only once it was removed.
+  - With O(refused), the module then fails, saying that nothing launched on O(host): the
+    preflight refused those other hosts of its run (run.yml: one module run per host where
+    a release and a separate fail task cost the controller a worker fork each).
 options:
   run_dir: {description: The host's run directory., type: path, required: true}
   grace: {description: Seconds between SIGTERM and SIGKILL., type: float, default: 10}
@@ -41,6 +44,12 @@ options:
     description: The inventory host (the container's C(fleetperf.host) label).
     type: str
     default: ""
+  refused:
+    description: The hosts of this run the preflight refused; with any, the module fails
+      once the rest is done.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment: action_common_attributes
 attributes:
   check_mode: {support: none}
@@ -114,6 +123,7 @@ def main() -> None:
             "executor": {"type": "str", "default": "process", "choices": ["process", "docker"]},
             "docker_host": {"type": "str", "default": ""},
             "host": {"type": "str", "default": ""},
+            "refused": {"type": "list", "elements": "str", "default": []},
         },
         required_if=[("executor", "docker", ("host",))],
         supports_check_mode=False,
@@ -129,6 +139,9 @@ def main() -> None:
         module.fail_json(**result)
     if lease and files.release(lease, os.path.basename(os.path.normpath(run_dir))):
         result.update(changed=True, released=True)
+    if p["refused"]:
+        result["msg"] = f"host {p['host']}: not launched: {', '.join(p['refused'])} refused"
+        module.fail_json(**result)
     module.exit_json(**result)
 
 

@@ -230,6 +230,16 @@ def test_stop_releases_only_its_own_lease(run_dir: Path) -> None:
     assert (res["changed"], res["released"]) == (True, True) and not lease.exists()
 
 
+def test_stop_for_a_refused_peer_releases_the_lease_then_fails_naming_it(run_dir: Path) -> None:
+    """run.yml: one module run per host when another host of its run was refused."""
+    lease = run_dir.parent / "fleetperf.lease"
+    lease.write_text(json.dumps({"run_id": run_dir.name}))
+    args = {"run_dir": str(run_dir), "lease": str(lease), "host": "n1", "refused": ["n2", "n3"]}
+    res, _ = module("fleetperf_stop", run_dir.parent, **args)
+    assert res["failed"] and res["msg"] == "host n1: not launched: n2, n3 refused"
+    assert res["released"] and not lease.exists()
+
+
 def test_stop_on_an_unreachable_engine_fails_in_one_line(run_dir: Path) -> None:
     engine = {"executor": "docker", "docker_host": f"unix://{run_dir}/no-engine.sock", "host": "h1"}
     res, _ = module(
