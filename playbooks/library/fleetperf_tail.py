@@ -76,6 +76,19 @@ options:
     description: The inventory host (the container's C(fleetperf.host) label).
     type: str
     default: ""
+  files:
+    description: The run's files the controller keeps (as M(fleetperf_collect) takes them).
+      Where the poll releases the lease (the workload ended by itself) and these files,
+      each within its limit, make an archive of at most 256 KiB, the poll returns it as
+      RV(files_tar), and the host needs no collect.
+    type: list
+    elements: str
+    default: []
+  limits:
+    description: NAME -> C(bytes), C(keep) (V(head) or V(tail)) for O(files), as
+      M(fleetperf_collect) takes them.
+    type: dict
+    default: {}
 extends_documentation_fragment: action_common_attributes
 attributes:
   check_mode:
@@ -164,6 +177,11 @@ cpu_s:
   returned: always
   type: float
   sample: 0.061
+files_tar:
+  description: O(files) as a PAX tar file, base64.
+  returned: when the poll released the lease and the archive fit
+  type: str
+  sample: dGFyLi4u
 """
 
 import resource
@@ -200,6 +218,8 @@ def main() -> None:
             "executor": {"type": "str", "default": "process", "choices": ["process", "docker"]},
             "docker_host": {"type": "str", "default": ""},
             "host": {"type": "str", "default": ""},
+            "files": {"type": "list", "elements": "str", "default": []},
+            "limits": {"type": "dict", "default": {}},
         },
         required_if=[("executor", "docker", ("host",))],
         supports_check_mode=True,
@@ -208,6 +228,8 @@ def main() -> None:
         result = fleetperf_steps.poll(module.params, module.check_mode, ansible_gone, cpu_s)
     except fleetperf_steps.Refused as exc:
         module.fail_json(msg=str(exc))
+    except ValueError as exc:  # limits
+        module.fail_json(msg=f"fleetperf_tail: {exc}")
     module.exit_json(**result)
 
 

@@ -13,9 +13,11 @@ it, and nothing is signalled unless both still match.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import errno
 import fcntl
+import io
 import json
 import os
 import stat
@@ -126,6 +128,25 @@ def add_to_tar(
     src.seek(start)
     tar.addfile(member, src)
     return size if member.size < size else None
+
+
+def small_archive(run_dir: str, names: list[str], raw_limits: dict, cap: int) -> str | None:
+    """The run's regular files among ``names``, each within its limit, as a PAX tar file in
+    base64, where the archive is at most ``cap`` bytes; else None (fetched as a file). A
+    file too large for it is never read."""
+    kept = limits(raw_limits)
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name in names:
+            fd = open_regular(os.path.join(run_dir, name))
+            if fd is None:
+                continue
+            with os.fdopen(fd, "rb") as src:
+                if out.tell() + window(os.fstat(fd).st_size, kept.get(name))[1] > cap:
+                    return None
+                add_to_tar(tar, src, name, kept.get(name))
+    data = out.getvalue()
+    return base64.b64encode(data).decode("ascii") if len(data) <= cap else None
 
 
 def regular_stat(path: str) -> os.stat_result | None:

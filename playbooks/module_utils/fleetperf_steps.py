@@ -25,6 +25,10 @@ LEASE = "fleetperf.lease"
 # The modules' defaults, which the direct executor passes as they are.
 LEASE_STALE_S = 60.0  # fleetperf_preflight's lease_stale_s
 MAX_POLL_BYTES = 1048576  # fleetperf_tail's max_bytes
+# The largest archive of a run's files the last poll returns itself (fleetperf_tail's
+# files): the host then needs no snapshot, fetch and removal (three tasks, a worker fork
+# and a remote operation each, on the controller).
+MAX_INLINE_FILES = 262144
 STOP_GRACE_S = 10.0  # fleetperf_stop's grace
 
 
@@ -434,6 +438,10 @@ def poll(
         and files.release(lease, os.path.basename(os.path.normpath(run.dir)))
     )
     last_event = max(run.started, mtime(run.events, run.started))
+    # Ended by itself, lease released: its files no longer change; small ones come back now.
+    archive = None
+    if released and p.get("files"):
+        archive = files.small_archive(run.dir, p["files"], p.get("limits") or {}, MAX_INLINE_FILES)
     spent = cpu_s()
     if not check_mode:
         run.account(spent)
@@ -450,6 +458,7 @@ def poll(
         "stop_reason": stop_reason,
         "released": released,
         "cpu_s": spent,
+        **({"files_tar": archive} if archive else {}),
     }
 
 

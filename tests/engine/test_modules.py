@@ -683,6 +683,43 @@ def test_collect_into_one_tar_file_that_the_controller_unpacks(
     assert bad["failed"] and "archive: '../x.tar' is not a plain file name" in bad["msg"]
 
 
+def test_the_last_poll_brings_back_small_files_that_the_controller_unpacks(
+    run_dir: Path, host_file: Path, tmp_path: Path
+) -> None:
+    """run.yml: the poll that releases the lease returns the run's files (no collect)."""
+    lease = run_dir.parent / "fleetperf.lease"
+    (run_dir / "workload.pid").write_text(NO_PID)
+    (run_dir / "events.jsonl").write_text('{"kind": "step"}\n')
+    (run_dir / "stdout.log").write_text("x" * 1000)
+    (run_dir / "stderr.log").symlink_to(host_file)
+    names = ["events.jsonl", "stdout.log", "stderr.log", "exit_code"]
+    limits = {"stdout.log": {"bytes": 10, "keep": "tail"}}
+    args = {"lines": False, "lease": str(lease), "files": names, "limits": limits}
+    lease.write_text(json.dumps({"run_id": run_dir.name}))
+    res, _ = tail(run_dir, wait=0.2, **args)
+    assert not res["released"] and "files_tar" not in res  # still running: none yet
+    (run_dir / "exit_code").write_text("0")
+    res, _ = tail(run_dir, **args)
+    assert res["released"] and res["files_tar"]
+    hostfiles.keep_polled_archive(tmp_path / "fetched", "h1", res["files_tar"])
+    notes = hostfiles.unpack_host_files(tmp_path / "fetched")
+    got = tmp_path / "fetched" / "h1"
+    assert sorted(p.name for p in got.iterdir()) == ["events.jsonl", "exit_code", "stdout.log"]
+    assert (got / "stdout.log").read_text() == "x" * 10  # its limit, cut on the host
+    assert notes == [
+        "host h1: stdout.log was 1000 bytes; kept its tail 10 bytes, the limit"
+        " (FLEETPERF_MAX_LOG_MIB)"
+    ]
+    # Too large for a poll's result: left to the collect (tasks/collect.yml).
+    (run_dir / "events.jsonl").write_text("{}\n" * 200_000)
+    lease.write_text(json.dumps({"run_id": run_dir.name}))
+    res, _ = tail(run_dir, **args)
+    assert res["released"] and "files_tar" not in res
+    lease.write_text(json.dumps({"run_id": run_dir.name}))
+    bad, _ = tail(run_dir, **{**args, "limits": {"stdout.log": {"bytes": -1, "keep": "tail"}}})
+    assert bad["failed"] and bad["msg"].startswith("fleetperf_tail: limits.stdout.log: ")
+
+
 def test_the_controller_unpacks_only_the_host_files_named(tmp_path: Path) -> None:
     """A tar file from a host is its workload's to shape: other names, links, paths out."""
     host = tmp_path / "fetched" / "h1"

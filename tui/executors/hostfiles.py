@@ -4,6 +4,8 @@ unpacked from the archive the others send (playbooks/tasks/collect.yml)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import re
 import stat
@@ -89,6 +91,18 @@ def copy_host_files(host_dirs: dict[str, Path], fetch_dir: Path) -> list[str]:
                         kept = _copy_limited(f, out, st.st_size, limits[name])
                     notes += _cut_note(host, name, st.st_size, kept, limits[name])
     return notes
+
+
+def keep_polled_archive(fetch_dir: Path, host: str, encoded: str) -> None:
+    """A host's files as its last poll returned them (playbooks/run.yml, base64) where the
+    fetch would have put them (fetch_dir/HOST/HOST_ARCHIVE); unpacked as a fetched one.
+    One that is not base64 is left out: the run's files are then missing, not garbled."""
+    try:
+        data = base64.b64decode(encoded, validate=True)
+    except binascii.Error:
+        return
+    safefile.make_dirs(fetch_dir / host)
+    safefile.write_bytes(fetch_dir / host / HOST_ARCHIVE, data)
 
 
 def unpack_host_files(fetch_dir: Path, *, nodes: bool = False) -> list[str]:

@@ -9,14 +9,16 @@ import logging
 import shutil
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from tui.core import safefile
+from tui.core.events import TAIL_ACTION
 from tui.executors.ansiblerun import PLAY_FILE, on_steps, run_playbook
 from tui.executors.base import Launch, Outcome, Started
 from tui.executors.extravars import declared
+from tui.executors.hostfiles import keep_polled_archive
 from tui.executors.steps import Step
 from tui.executors.stop import StoppedByPlaybook, stop_runs
 from tui.executors.tracker import Tracker, conclude, prepare
@@ -68,6 +70,11 @@ class Play(StoppedByPlaybook):
 
     def _step(self, step: Step) -> None:
         if tracker := self._of_host.get(step.host):
+            # A host's last poll may bring its files back (run.yml): kept, then out of the step.
+            if step.state == "ok" and step.action == TAIL_ACTION and "files_tar" in step.res:
+                keep_polled_archive(tracker.fetch_dir, step.host, str(step.res["files_tar"]))
+                res = {k: v for k, v in step.res.items() if k != "files_tar"}
+                step = replace(step, res=res)
             tracker.step(step)
 
     def extravars(self) -> dict[str, Any]:
