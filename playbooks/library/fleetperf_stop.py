@@ -23,9 +23,9 @@ description:
     dir, which the container writes (C(exit_code), a deleted file), changes that.
   - With O(lease), releases the host lease there, under its lock, if this run (the run
     dir's name) holds it; for a container only once it was removed.
-  - With O(refused), the module then fails, saying that nothing launched on O(host): the
-    preflight refused those other hosts of its run (run.yml: one module run per host where
-    a release and a separate fail task cost the controller a worker fork each).
+  - With O(refused), the module then fails, saying that nothing launched on O(host) because
+    the preflight refused those other hosts of its run (in run.yml one module run per host,
+    where a release and a separate fail task cost the controller a worker fork each).
 options:
   run_dir: {description: The host's run directory., type: path, required: true}
   grace: {description: Seconds between SIGTERM and SIGKILL., type: float, default: 10}

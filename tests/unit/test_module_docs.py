@@ -143,8 +143,16 @@ def dict_keys(path: Path, func: ast.AST, name: str) -> set[str]:
 
 
 def value_keys(path: Path, node: ast.expr) -> set[str]:
-    if isinstance(node, ast.Dict):
-        return {k.value for k in node.keys if isinstance(k, ast.Constant)}
+    if isinstance(node, ast.Dict):  # its keys, and those of each dict spread into it (**)
+        spread = {
+            k
+            for key, v in zip(node.keys, node.values, strict=True)
+            if key is None
+            for k in value_keys(path, v)
+        }
+        return {k.value for k in node.keys if isinstance(k, ast.Constant)} | spread
+    if isinstance(node, ast.IfExp):
+        return value_keys(path, node.body) | value_keys(path, node.orelse)
     if not isinstance(node, ast.Call):
         return set()
     if isinstance(node.func, ast.Name):
