@@ -18,6 +18,9 @@ description:
   - C(finished) is true once the workload has ended and every line written before has been
     returned; then C(stderr_tail) holds the end of C(stderr.log) and
     C(stop_reason) why M(fleetperf_stop) signalled it, if it did.
+  - Fails, with its whole result and one line naming O(host) and O(rank), when the workload
+    ended badly (a non-zero exit, stopped), timed out or stalled; the caller's C(until)
+    ends there, and the failure is the host's.
   - Touches C(heartbeat) in O(run_dir) while it holds (the host lease's proof of life).
     Adds its own CPU time to C(poll_cpu_s) there (what polling cost the host).
   - Reads only regular files of the run dir, never through a link (the workload writes
@@ -73,9 +76,14 @@ options:
     type: str
     default: ""
   host:
-    description: The inventory host (the container's C(fleetperf.host) label).
+    description: The inventory host (the container's C(fleetperf.host) label; in the
+      failure's message).
     type: str
     default: ""
+  rank:
+    description: The host's node rank in its run, for the failure's message.
+    type: int
+    default: 0
   files:
     description: The run's files the controller keeps (as M(fleetperf_collect) takes them).
       Where the poll releases the lease (the workload ended by itself) and these files,
@@ -172,6 +180,13 @@ released:
   returned: always
   type: bool
   sample: false
+done:
+  description: The workload ended well (exit code 0), the lease was released and the
+    run's files came back as RV(files_tar) (or O(files) asked for none); nothing is left
+    to do on the host.
+  returned: always
+  type: bool
+  sample: false
 cpu_s:
   description: The CPU time this poll took on the host (also added to C(poll_cpu_s)).
   returned: always
@@ -218,6 +233,7 @@ def main() -> None:
             "executor": {"type": "str", "default": "process", "choices": ["process", "docker"]},
             "docker_host": {"type": "str", "default": ""},
             "host": {"type": "str", "default": ""},
+            "rank": {"type": "int", "default": 0},
             "files": {"type": "list", "elements": "str", "default": []},
             "limits": {"type": "dict", "default": {}},
         },
@@ -230,6 +246,9 @@ def main() -> None:
         module.fail_json(msg=str(exc))
     except ValueError as exc:  # limits
         module.fail_json(msg=f"fleetperf_tail: {exc}")
+    why = fleetperf_steps.ended_badly(result, module.params)
+    if why:
+        module.fail_json(msg=why, **result)
     module.exit_json(**result)
 
 

@@ -457,9 +457,29 @@ def poll(
         "stderr_tail": stderr_tail,
         "stop_reason": stop_reason,
         "released": released,
+        # Ended well, lease released, its files back (or none asked): nothing left to do.
+        "done": finished and exit_code == 0 and released and bool(archive or not p.get("files")),
         "cpu_s": spent,
         **({"files_tar": archive} if archive else {}),
     }
+
+
+def ended_badly(res: dict, p: dict) -> str | None:
+    """Why a poll's run ended badly (timed out, stalled, stopped, a non-zero exit), as the
+    one line that fails the host (rank ``p["rank"]``); None while it runs or once it ended
+    well."""
+    if res["timed_out"]:
+        why = f"timed out after {p['timeout_s']:g} s"
+    elif res["stalled"]:
+        why = f"no event for {p['stall_s']:g} s (stalled)"
+    elif not res["finished"] or res["exit_code"] == 0:
+        return None
+    elif res["stop_reason"]:
+        why = f"stopped ({res['stop_reason']})"
+    else:
+        tail = (res["stderr_tail"] or "").strip().splitlines()[-5:]
+        why = f"workload exited with code {res['exit_code']}; stderr: {' | '.join(tail)}"
+    return f"host {p['host']} rank {p['rank']}: {why}"
 
 
 # ------------------------------------------------------------------ stop

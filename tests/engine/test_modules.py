@@ -304,14 +304,21 @@ def test_tail_spaces_returns_by_min_gap_and_batches_lines(run_dir: Path) -> None
 
 def test_tail_returns_at_the_stall_deadline_and_on_exit(run_dir: Path) -> None:
     (run_dir / "workload.pid").write_text(NO_PID)
-    res, took = tail(run_dir, stall_s=2, wait=30)
+    res, took = tail(run_dir, stall_s=2, wait=30, host="h2", rank=1)
     assert res["stalled"] and not res["finished"] and took < 5
+    # A stall ends the caller's until and fails the host, its rank named.
+    assert res["failed"] and res["msg"] == "host h2 rank 1: no event for 2 s (stalled)"
     (run_dir / "stderr.log").write_text("boom\n" * 1000 + "Traceback: the end\n")
     (run_dir / "exit_code").write_text("-9")
-    res, took = tail(run_dir, wait=30)
+    res, took = tail(run_dir, wait=30, host="h2", rank=1)
     assert res["finished"] and res["exit_code"] == -9 and took < 5
     assert res["stderr_tail"].endswith("Traceback: the end\n")
     assert len(res["stderr_tail"]) == 2000  # the last 2,000 bytes, not the whole log
+    assert res["failed"] and not res["done"]
+    assert res["msg"] == (
+        "host h2 rank 1: workload exited with code -9;"
+        " stderr: boom | boom | boom | boom | Traceback: the end"
+    )
 
 
 def test_tail_reports_the_run_time_out_and_not_a_stall(run_dir: Path) -> None:
@@ -700,7 +707,7 @@ def test_the_last_poll_brings_back_small_files_that_the_controller_unpacks(
     assert not res["released"] and "files_tar" not in res  # still running: none yet
     (run_dir / "exit_code").write_text("0")
     res, _ = tail(run_dir, **args)
-    assert res["released"] and res["files_tar"]
+    assert res["released"] and res["files_tar"] and res["done"] and not res.get("failed")
     hostfiles.keep_polled_archive(tmp_path / "fetched", "h1", res["files_tar"])
     notes = hostfiles.unpack_host_files(tmp_path / "fetched")
     got = tmp_path / "fetched" / "h1"
@@ -714,7 +721,7 @@ def test_the_last_poll_brings_back_small_files_that_the_controller_unpacks(
     (run_dir / "events.jsonl").write_text("{}\n" * 200_000)
     lease.write_text(json.dumps({"run_id": run_dir.name}))
     res, _ = tail(run_dir, **args)
-    assert res["released"] and "files_tar" not in res
+    assert res["released"] and "files_tar" not in res and not res["done"]
     lease.write_text(json.dumps({"run_id": run_dir.name}))
     bad, _ = tail(run_dir, **{**args, "limits": {"stdout.log": {"bytes": -1, "keep": "tail"}}})
     assert bad["failed"] and bad["msg"].startswith("fleetperf_tail: limits.stdout.log: ")

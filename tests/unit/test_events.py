@@ -155,11 +155,17 @@ def test_launch_and_last_poll_are_host_phases() -> None:
         },
     }
     assert from_runner("r1", last) == [HostState("r1", "n1", "finished")]
+    # A last poll that fails the host (the workload ended badly): its lines, then why.
+    lines = [line(kind="step", step=9, samples=8)]
+    res = {"lines": lines, "finished": True, "exit_code": 1, "msg": "host n1 rank 0: code 1"}
     crashed = {
         **last,
-        "event_data": {**last["event_data"], "res": {"finished": True, "exit_code": 1}},
+        "event": "runner_on_failed",
+        "event_data": {**last["event_data"], "res": res},
     }
-    assert from_runner("r1", crashed) == []  # the assert task after it says failed
+    step, failed = from_runner("r1", crashed)
+    assert isinstance(step, MetricSample) and step.step == 9
+    assert failed == HostState("r1", "n1", "failed", "host n1 rank 0: code 1")
 
 
 def test_result_keeps_the_environment() -> None:

@@ -67,8 +67,9 @@ RUN_STEPS: tuple[tuple[str, str], ...] = (
     ("Check the host and take its lease", "steps.preflight"),
     ("Launch nowhere when another host was refused", "nothing: one host, no other"),
     ("Start the workload", "fleetperf_process.launch"),
-    ("Poll events", "steps.poll, until finished, timed out or stalled"),
-    ("Check how the workload ended", "_ended_badly"),
+    ("Poll events", "steps.poll, until finished, timed out or stalled; failed: ended_badly"),
+    ("Hand back a host with nothing left to do", "the tracker takes the last poll's done"),
+    ("Fail a host that could not be polled", "nothing: this machine is reached"),
     ("Stop the other nodes when this one failed", "nothing: one host, no other"),
     ("Stop the workload", "steps.stop and release, unless the last poll released"),
     ("Hand the host back", "the HAND_BACK step"),
@@ -277,6 +278,7 @@ class Direct(StoppedByPlaybook):
             "executor": "process",
             "docker_host": "",
             "host": host,
+            "rank": 0,
         }
         while True:
             began = time.thread_time()
@@ -292,9 +294,8 @@ class Direct(StoppedByPlaybook):
             if res["finished"] or res["timed_out"] or res["stalled"]:
                 break
             event("retry", TAIL_ACTION, res)
-        event("ok", TAIL_ACTION, res)
-        if not (res["finished"] and res["exit_code"] == 0):
-            event("failed", "assert", {"msg": _ended_badly(host, extra, res)})
+        why = steps.ended_badly(res, params)
+        event("failed" if why else "ok", TAIL_ACTION, {**res, "msg": why} if why else res)
         return bool(res["released"])
 
 
@@ -370,17 +371,3 @@ def _workload(
         "PYTHONUNBUFFERED": "1",
     }
     return [str(local["fleetperf_python"]), *torchrun, *args], env
-
-
-def _ended_badly(host: str, extra: dict[str, Any], res: dict[str, Any]) -> str:
-    """run.yml's "Check how the workload ended" message."""
-    if res["timed_out"]:
-        why = f"timed out after {extra['fleetperf_timeout_s']} s"
-    elif res["stalled"]:
-        why = f"no event for {extra['fleetperf_stall_s']} s (stalled)"
-    elif res["stop_reason"]:
-        why = f"stopped ({res['stop_reason']})"
-    else:
-        tail = (res["stderr_tail"] or "").strip().splitlines()[-5:]
-        why = f"workload exited with code {res['exit_code']}; stderr: {' | '.join(tail)}"
-    return f"host {host} rank 0: {why}"

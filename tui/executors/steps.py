@@ -54,7 +54,8 @@ def step_events(run_id: str, step: Step, received: float | None = None) -> list[
     """The typed events a step carries (often none): a poll's workload lines and the
     host's end, a launch, a failure."""
     host, res = step.host, step.res
-    if step.state in ("ok", "retry") and step.action == TAIL_ACTION:
+    if step.action == TAIL_ACTION and step.state in ("ok", "retry", "failed"):
+        # A last poll that fails the host (the workload ended badly) still carries lines.
         events: list[Event] = [
             ev
             for line in res.get("lines") or []
@@ -63,6 +64,8 @@ def step_events(run_id: str, step: Step, received: float | None = None) -> list[
         ended = not (res.get("timed_out") or res.get("stalled"))
         if step.state == "ok" and res.get("finished") and ended and res.get("exit_code") == 0:
             events.append(HostState(run_id, host, "finished"))
+        elif step.state == "failed" and not step.ignored:
+            events.append(HostState(run_id, host, "failed", failure_message(res)))
         return events
     if step.state == "ok" and step.action == LAUNCH_ACTION:
         return [HostState(run_id, host, "running")]

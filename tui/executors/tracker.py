@@ -78,9 +78,9 @@ class Tracker:
             self.image_ids[host] = str(res["image_id"])
         if self.fold_step:  # a kind's own steps (a Slurm job's)
             self.fold_step(self, step)
-        if step.state == "ok" and host in self.follow:
+        if step.state in ("ok", "failed") and host in self.follow:
             # Followed from the preflight on, so the workload's first line is not waited for.
-            if action == PREFLIGHT_ACTION and res.get("events"):
+            if step.state == "ok" and action == PREFLIGHT_ACTION and res.get("events"):
                 self.start_follower(host, str(res["events"]))
             elif action == TAIL_ACTION and res.get("exit_code") is not None:
                 # The host's end comes after every line its workload wrote before it.
@@ -91,14 +91,17 @@ class Tracker:
 
     def _play_part(self, step: Step) -> None:
         """Whether the steps failed on this run's hosts, and whether they are done with
-        them: a host is done after run.yml's last task, or once it failed in the preflight
-        play (no later play runs on it). A failure not ignored fails the run, as it would
-        fail ansible-playbook; an unreachable poll fails the next task anyway."""
+        them: a host is done after run.yml's last task, after a last poll that says so
+        (``done``: the play ends the host there), or once it failed in the preflight play
+        (no later play runs on it). A failure not ignored fails the run, as it would fail
+        ansible-playbook; an unreachable poll fails the next task anyway."""
         if (step.state == "failed" and not step.ignored) or step.state == "unreachable":
             self.play_failed = True
             if step.play == PREFLIGHT_PLAY:
                 self.handed_back.add(step.host)
-        elif step.state == "ok" and step.task == HAND_BACK:
+        elif step.state == "ok" and (
+            step.task == HAND_BACK or (step.action == TAIL_ACTION and step.res.get("done"))
+        ):
             self.handed_back.add(step.host)
         if self.handed_back >= self.phases.keys():
             self.ended.set()
