@@ -64,7 +64,7 @@ options:
     type: dict
     suboptions:
       image:
-        description: The image to run, the id that M(fleetperf_image) checked.
+        description: The image to run, the id that M(fleetperf_preflight) checked.
         type: str
         required: true
       case:

@@ -5,6 +5,11 @@ DOCUMENTATION = r"""
 module: fleetperf_preflight
 short_description: Check a fleetperf host and take its lease, in one module run
 description:
+  - On a V(docker) host it looks up O(image) on the engine and checks that the image
+    under it carries O(image_context) in its label org.fleetperf.context. It fails with one
+    line naming O(host), the tag, what the engine has instead (an older build of the same
+    repository is stale; a tag re-pointed at an image built from anything else is refused)
+    and O(build_command); it returns the id of the image checked, which the launch runs.
   - Fails with one line naming O(host) when O(python) cannot find a module of O(imports),
     when the case's data is missing, when the run root
     has less than O(min_free_gib) free, when O(master_port) is taken on this host, or when
@@ -91,11 +96,27 @@ options:
     description: The engine of a V(docker) host (V("") is the local one).
     type: str
     default: ""
+  image:
+    description: On a V(docker) host, the benchmark image's expected tag (a hash of its
+      build context, see tui/catalog/images.py), checked before the rest; V("") (the
+      run's vendor has no image) refuses the host. Not given, no image is checked.
+    type: str
+  image_context:
+    description: On a V(docker) host, the image's whole build context hash, which its
+      label org.fleetperf.context must hold (set at build).
+    type: str
+    default: ""
+  build_command:
+    description: On a V(docker) host, the command that builds the image, for the message.
+    type: str
+    default: ""
 extends_documentation_fragment: action_common_attributes
 attributes:
   check_mode: {support: none}
   diff_mode: {support: none}
   platform: {platforms: posix}
+requirements:
+  - On a V(docker) host, the Docker SDK for Python (C(docker)).
 seealso:
   - module: fleetperf_launch
   - module: fleetperf_stop
@@ -162,6 +183,11 @@ synthetic_data:
   returned: success
   type: bool
   sample: false
+image_id:
+  description: The id of the image under O(image), the one the launch runs.
+  returned: success on a V(docker) host, and on failure when the tag names another image
+  type: str
+  sample: sha256:9b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c
 """
 
 from ansible.module_utils import fleetperf_steps
@@ -188,6 +214,9 @@ def main() -> None:
             "imports": {"type": "dict", "default": {}},
             "executor": {"type": "str", "default": "process"},
             "docker_host": {"type": "str", "default": ""},
+            "image": {"type": "str"},
+            "image_context": {"type": "str", "default": ""},
+            "build_command": {"type": "str", "default": ""},
         },
         supports_check_mode=False,
     )

@@ -41,6 +41,51 @@ class Refused(Exception):
 
 
 # ------------------------------------------------------------------ preflight
+IMAGE_LABEL = "org.fleetperf.context"  # tui/catalog/images.py LABEL: the image's build context
+
+
+def image_id(host: str, p: dict) -> str:
+    """The id of the image a docker host runs: the tag ``p["image"]`` on the engine at
+    ``p["docker_host"]``, built from the context ``p["image_context"]`` (its label). Refused
+    naming the host, the tag, what the engine has instead (an older build of the same
+    repository is stale; a tag re-pointed at an image built from anything else is refused)
+    and ``p["build_command"]``."""
+    image = p["image"]
+    if not image:
+        raise Refused(
+            f"host {host}: no fleetperf image exists for this run's vendor (images/); give"
+            " the host fleetperf_executor: process"
+        )
+    why = fleetperf_docker.require_sdk()
+    if why:
+        raise Refused(f"host {host}: {why}")
+    from docker.errors import ImageNotFound
+
+    found, others = None, []
+    try:
+        with fleetperf_docker.client(p["docker_host"]) as c:
+            try:
+                found = c.images.get(image)
+            except ImageNotFound:
+                repository = image.rsplit(":", 1)[0]
+                others = sorted(t for i in c.images.list(repository) for t in i.tags)
+    except Exception as exc:  # noqa: BLE001 - any engine error is this host's one-line failure
+        raise Refused(f"host {host}: docker engine: {str(exc).splitlines()[0]}") from exc
+    build = f"build it with: {p['build_command']}"
+    if found is None:
+        state = f"stale (the engine has {', '.join(others)})" if others else "missing"
+        raise Refused(f"host {host}: image {image} {state}; {build}")
+    label = (found.labels or {}).get(IMAGE_LABEL)
+    if label != p["image_context"]:
+        built = f"built from context {label[:12]}" if label else f"without the {IMAGE_LABEL} label"
+        raise Refused(
+            f"host {host}: image {image} is {found.id}, {built}, not from"
+            f" {p['image_context'][:12]}: the tag points at another image; {build}",
+            image_id=found.id,
+        )
+    return found.id
+
+
 def missing_data(data_dir: str, requires: list[str]) -> list[str]:
     paths = [os.path.join(data_dir, p) for p in requires]
     return [p for p in paths if not os.path.exists(p)]
@@ -175,6 +220,8 @@ def preflight(p: dict, gone: Callable[[], bool] = lambda: False) -> dict:
             f"host {host}: executor {p['executor']} is not supported here (process or"
             " docker; slurm runs through slurm.yml)"
         )
+    # A docker host's image (what the case imports was checked in it at planning).
+    image = image_id(host, p) if p["executor"] == "docker" and p["image"] is not None else None
     if p["executor"] == "process" and p["python"] == "":
         raise Refused(
             f"host {host}: fleetperf_python is not set: the inventory names the Python that"
@@ -231,6 +278,7 @@ def preflight(p: dict, gone: Callable[[], bool] = lambda: False) -> dict:
         "events": events,
         "load_per_cpu": load_per_cpu(),
         "synthetic_data": synthetic_data(p["data_dir"], p["data_manifest"]),
+        **({"image_id": image} if image else {}),
     }
 
 

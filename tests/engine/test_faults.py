@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import testhosts
+import yaml
 from conftest import Fleetperf
 from process_guard import live_argvs
 from test_batch import local_host, write_inventory
@@ -234,6 +235,25 @@ def test_full_disk_is_refused_in_preflight(
     assert f"host localhost: only 0.00 GiB free in {full_disk}/runs, the run needs 1 GiB" in line
     assert not list((full_disk / "runs").glob("*/workload.pid"))
     assert json.loads(emitter.run("results", "--format", "json").stdout or "[]") == []
+
+
+def test_a_run_with_a_refused_host_launches_nowhere_and_hands_back_every_lease(
+    emitter: Fleetperf, two_nodes: Nodes
+) -> None:
+    """run.yml's refusal play: node2's preflight refuses (too little free space), so node1,
+    whose preflight passed and took its lease, launches nothing, hands its lease back and
+    fails naming node2; the batch is refused (exit 2) and nothing is left on either host."""
+    inventory, nodes = two_nodes
+    inv = yaml.safe_load(inventory.read_text())
+    inv["all"]["children"]["cpu"]["hosts"]["node2"]["fleetperf_min_free_gib"] = 10**9
+    inventory.write_text(yaml.safe_dump(inv))
+    out = emitter.batch("emitter", "cpu/CPUx2x1", args=("-i", str(inventory)))
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "host node2: only " in out.stderr and "(fleetperf_min_free_gib)" in out.stderr
+    runs = [n.root / "runs" for n in nodes]
+    assert not [p for root in runs for p in root.glob("fleetperf.lease")]  # node1's handed back
+    assert not [p for root in runs for p in root.glob("*/workload.pid")]  # nothing launched
+    assert emitter.records() == []
 
 
 def test_the_record_blames_the_killed_workload_not_its_peer(

@@ -34,7 +34,8 @@ def test_the_direct_path_lists_run_ymls_tasks_in_order() -> None:
 def test_the_check_fails_on_a_changed_playbook() -> None:
     """The comparison sees a task added inside a block."""
     plays = yaml.safe_load((REPO / "playbooks" / "run.yml").read_text())
-    inner = plays[1]["tasks"][0]["block"][0]["block"]
+    (run,) = [play for play in plays if play["name"] == "Run"]
+    inner = run["tasks"][0]["block"][0]["block"]
     inner.insert(1, {"name": "Copy a file", "ansible.builtin.copy": {}})
     tasks = [name for play in plays for name in _task_names(play["tasks"])]
     assert [name for name, _ in RUN_STEPS] != tasks and "Copy a file" in tasks

@@ -1,4 +1,4 @@
-"""What pins a benchmark image (tui/catalog/images.py, playbooks/library/fleetperf_image.py): the
+"""What pins a benchmark image (tui/catalog/images.py, fleetperf_preflight's image check): the
 hash covers the base image and pinned requirements, build arguments cannot change the image
 behind the tag's back, and a host whose tag names another image is refused before launch
 (a real engine from tests/dockerd.py; its images are imported from a one-file root
@@ -11,13 +11,14 @@ import json
 import re
 import shutil
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 from conftest import REPO
 from dockerd import Dockerd, missing
-from hostmodules import module
+from hostmodules import preflight
 
 from tui import cli
 from tui.catalog import images
@@ -140,13 +141,15 @@ def import_image(engine: Dockerd, tmp: Path, tag: str, text: str, labels: dict[s
 
 
 def check(engine: Dockerd, tmp: Path, want: images.Expected) -> dict:
-    res, _ = module(
-        "fleetperf_image",
+    """A docker host's preflight, its image check first (run.yml)."""
+    res, _ = preflight(
         tmp,
+        run_id=f"run-{time.monotonic_ns()}",
         host="box1",
+        executor="docker",
         docker_host=engine.host,
         image=want.tag,
-        context=want.context,
+        image_context=want.context,
         build_command="fleetperf images build cpu",
     )
     return res

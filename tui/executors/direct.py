@@ -63,9 +63,8 @@ _OPTIONAL = (
 # to the playbook says what it means for the direct path (tests/unit/test_direct_steps.py).
 RUN_STEPS: tuple[tuple[str, str], ...] = (
     ("Check the controller's extra vars", "declared(): checked as they are made"),
-    ("Check the benchmark image", "nothing: a process run"),
-    ("Check the host and take its lease", "steps.preflight"),
-    ("Launch nowhere when another host was refused", "nothing: one host, no other"),
+    ("Check the host and take its lease", "steps.preflight (no image: a process run)"),
+    ("Hand back the lease of a host whose run another host was refused", "nothing: one host"),
     ("Start the workload", "fleetperf_process.launch"),
     ("Poll events", "steps.poll, until finished, timed out or stalled; failed: ended_badly"),
     ("Hand back a host with nothing left to do", "the tracker takes the last poll's done"),

@@ -30,8 +30,9 @@ from tui.executors.base import Launch, Outcome, run_status
 from tui.executors.hostfiles import copy_host_files, unpack_host_files
 from tui.executors.steps import Step, blame, step_events
 
-IMAGE_ACTION = "fleetperf_image"  # run.yml's image check: the id that the launch runs
-PREFLIGHT_PLAY = "Preflight"  # run.yml's first play: a host failing there is out of the play
+# run.yml's first two plays: a host failing in either is out of the play (no later play runs on it).
+PREFLIGHT_PLAY = "Preflight"
+REFUSAL_PLAY = "Launch nowhere for a run with a refused host"
 HAND_BACK = "Hand the host back"  # run.yml's last task on a host: the play is done with it
 DRAIN_S = 5.0  # longest wait at a host's end for its follower to hand on the last lines
 
@@ -72,10 +73,10 @@ class Tracker:
         host, action, res = step.host, step.action, step.res
         if step.state == "ok" and action == PREFLIGHT_ACTION:
             self.hosts_seen[host] = {k: res.get(k) for k in ("load_per_cpu", "synthetic_data")}
-        # The image id the preflight checked is the one the launch runs (run.yml); the
-        # launch's own result is masked where a no_log env value occurs in it.
-        if step.state == "ok" and action == IMAGE_ACTION and res.get("image_id"):
-            self.image_ids[host] = str(res["image_id"])
+            # The image id a docker host's preflight checked is the one the launch runs
+            # (run.yml); the launch's own result is masked where a no_log env value occurs in it.
+            if res.get("image_id"):
+                self.image_ids[host] = str(res["image_id"])
         if self.fold_step:  # a kind's own steps (a Slurm job's)
             self.fold_step(self, step)
         if step.state in ("ok", "failed") and host in self.follow:
@@ -97,7 +98,7 @@ class Tracker:
         ansible-playbook; an unreachable poll fails the next task anyway."""
         if (step.state == "failed" and not step.ignored) or step.state == "unreachable":
             self.play_failed = True
-            if step.play == PREFLIGHT_PLAY:
+            if step.play in (PREFLIGHT_PLAY, REFUSAL_PLAY):
                 self.handed_back.add(step.host)
         elif step.state == "ok" and (
             step.task == HAND_BACK or (step.action == TAIL_ACTION and step.res.get("done"))
