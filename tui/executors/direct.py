@@ -62,6 +62,7 @@ _OPTIONAL = (
 # playbook and fails while a task there is missing here, or in another order, so a change
 # to the playbook says what it means for the direct path (tests/unit/test_direct_steps.py).
 RUN_STEPS: tuple[tuple[str, str], ...] = (
+    ("Name each host's run's vars", "nothing: Launch.extravars() names them"),
     ("Check the controller's extra vars", "declared(): checked as they are made"),
     ("Check the host and take its lease", "steps.preflight (no image: a process run)"),
     ("Hand back the lease of a host whose run another host was refused", "nothing: one host"),
