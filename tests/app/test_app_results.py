@@ -163,6 +163,38 @@ def test_no_store_yet_says_so(tmp_path: Path) -> None:
     run(scenario())
 
 
+def test_the_first_show_restyles_nothing_and_follows_the_theme(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Key 4 builds the screen styled by the stylesheet as it is (a theme changed before
+    included), without Textual's reparse and restyle of the whole app."""
+    restyles: list[str] = []
+    refresh_css = FleetperfApp.refresh_css
+
+    def counted(self: FleetperfApp, animate: bool = True) -> None:
+        restyles.append(self.screen.__class__.__name__)
+        refresh_css(self, animate)
+
+    monkeypatch.setattr(FleetperfApp, "refresh_css", counted)
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            dark = app.screen.styles.background
+            await pilot.press("ctrl+t")
+            await pilot.pause()
+            light = app.screen.styles.background
+            assert light != dark
+            restyles.clear()
+            await pilot.press("4")
+            await wait_for(pilot, lambda: bool(app.screen.query(SeedsView)))
+            assert isinstance(app.screen, ResultsScreen)
+            assert restyles == []
+            assert app.screen.styles.background == light
+
+    run(scenario())
+
+
 # A run's error as hosts write them: torchrun's rank prefix, text that reads as markup
 # (a closing tag with no opening one, an action), and escape sequences (window title, clear).
 HOSTILE_ERROR = "[rank0]: boom [/x] [@click=app.quit] \x1b]0;evil\x07\x1b[2J"

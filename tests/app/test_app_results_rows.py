@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Static
 from tui.app.screens import results as results_screen
 from tui.app.screens.results import ResultsScreen
 from tui.app.widgets.resultcells import compare_table
+from tui.app.widgets.runtable import SeedsTable
 from tui.results import store as store_module
 from tui.results.record import RunRecord
 from tui.results.store import ResultStore
@@ -93,5 +94,35 @@ def test_the_list_reads_no_record_and_compare_is_the_records(
             assert "earlier spread: 10 comparable passed run(s)" in plain(view, width=160)
             assert "on a quiet host left out" not in plain(view, width=160)
             assert "on a loaded host left out" in plain(view, width=160)
+
+    run(scenario())
+
+
+def test_the_list_is_drawn_before_the_lower_pane(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each read's runs are listed first and the seeds' pane built after that frame (its
+    tables and verdicts cost a first showing more drawing than the list itself)."""
+    _store(tmp_path / "results")
+    seen: list[tuple[int, bool]] = []  # after each read is shown: rows listed, pane built
+    show = ResultsScreen._show
+
+    def observed(self: ResultsScreen, records: list[object], note: str) -> None:
+        show(self, records, note)  # type: ignore[arg-type]
+        table = self.query_one("#history", DataTable)
+        seen.append((table.row_count, bool(self.query(SeedsTable))))
+
+    monkeypatch.setattr(ResultsScreen, "_show", observed)
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await app.workers.wait_for_complete()  # the Cases screen's reads
+            await pilot.press("4")
+            screen = app.screen
+            assert isinstance(screen, ResultsScreen)
+            await wait_for(pilot, lambda: len(seen) == 2 and bool(screen.query(SeedsTable)))
+            # The page listed with no pane yet; then the whole store, the pane built.
+            assert seen == [(results_screen.FILL_ROWS, False), (results_screen.FILL_ROWS, True)]
 
     run(scenario())

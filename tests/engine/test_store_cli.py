@@ -135,7 +135,7 @@ def test_export_import_skips_what_is_there_and_refuses_a_newer_format(
     assert json.loads(header) == {
         "format": "fleetperf-store-export",
         "format_version": 1,
-        "schema_revision": "v14",
+        "schema_revision": "v15",
         "runs": 3,
     }
     assert [json.loads(line)["run_id"] for line in lines] == ["r1", "r2", "r3"]

@@ -48,7 +48,16 @@ def _runs_screen() -> Screen:
 def _results_screen() -> Screen:
     from tui.app.screens.results import ResultsScreen
 
-    return ResultsScreen()
+    return _styled(ResultsScreen())
+
+
+def _styled(screen: Screen) -> Screen:
+    """``screen``, marked styled by the app's stylesheet as it is now: its widgets are
+    styled by it as they mount. Textual otherwise reparses the stylesheet and restyles
+    every node of every screen as it first shows a mode's screen, twice (switch_mode: 50 ms
+    of key 4 here). A theme changed later counts the app's stylesheet up and restyles."""
+    screen._css_update_count = screen.app._css_update_count
+    return screen
 
 
 def _fleet_screen() -> Screen:

@@ -214,13 +214,17 @@ class ResultsScreen(Screen[None]):
             if current in values:
                 select.value = current
         self._fill()
+        if note and not self.reading:  # no store: the note instead of the lower pane
+            self._seeds_key = None
+            self.query_one(SeedsView).show([], [Label(literal(note))])
+            return
+        # The lower pane after the list's frame: its tables and the flagged runs' verdicts
+        # cost a first showing 0.1-0.3 s of drawing, which the list would wait for.
+        self.call_after_refresh(self._render_pane)
         if self.reading:
             # After the page's tables are mounted and drawn: the read holds the interpreter
             # for seconds, and begun at once it would halve the speed of that drawing.
             self.set_timer(REST_AFTER_S, self._load_rest)
-        elif note:
-            self._seeds_key = None
-            self.query_one(SeedsView).show([], [Label(literal(note))])
 
     def _shown(self) -> list[RunRow]:
         selects = {name: self.query_one(f"#filter-{name}", Select) for name in FILTERS}
@@ -230,6 +234,7 @@ class ResultsScreen(Screen[None]):
     @on(Select.Changed)
     def _filtered(self) -> None:
         self._fill()
+        self._render_pane()
 
     def _fill(self) -> None:
         table = self.query_one("#history", DataTable)
@@ -243,7 +248,6 @@ class ResultsScreen(Screen[None]):
         if current in table.rows:
             table.move_cursor(row=table.get_row_index(current))
         self._subtitle(len(shown))
-        self._render_pane()
 
     def _list_to(self, rows: int, run_id: str | None = None) -> None:
         """The listed runs into the table up to ``rows`` rows, and up to ``run_id``'s row."""
@@ -298,6 +302,7 @@ class ResultsScreen(Screen[None]):
         if run_id not in self.marked:
             self.marked.append(run_id)
         self._fill()
+        self._render_pane()
         self._list_to(0, run_id)
         table = self.query_one("#history", DataTable)
         table.move_cursor(row=table.get_row_index(run_id))  # kept by the refills to come
