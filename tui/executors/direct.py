@@ -294,8 +294,10 @@ class Direct(StoppedByPlaybook):
             if res["finished"] or res["timed_out"] or res["stalled"]:
                 break
             event("retry", TAIL_ACTION, res)
-        why = steps.ended_badly(res, params)
-        event("failed" if why else "ok", TAIL_ACTION, {**res, "msg": why} if why else res)
+        if why := steps.ended_badly(res, params):  # run.yml's poll fails the host itself
+            event("failed", TAIL_ACTION, {**res, "msg": why})
+        else:
+            event("ok", TAIL_ACTION, res)
         return bool(res["released"])
 
 

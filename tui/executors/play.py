@@ -71,8 +71,7 @@ class Play(StoppedByPlaybook):
     def _step(self, step: Step) -> None:
         if tracker := self._of_host.get(step.host):
             # A host's last poll may bring its files back (run.yml): kept, then out of the step.
-            ok_or_failed = step.state in ("ok", "failed")
-            if ok_or_failed and step.action == TAIL_ACTION and "files_tar" in step.res:
+            if step.action == TAIL_ACTION and "files_tar" in step.res:
                 keep_polled_archive(tracker.fetch_dir, step.host, str(step.res["files_tar"]))
                 res = {k: v for k, v in step.res.items() if k != "files_tar"}
                 step = replace(step, res=res)
