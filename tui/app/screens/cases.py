@@ -126,10 +126,9 @@ class CasesScreen(Screen[None]):
         node.parent.expand()
         node.expand()
         tree = self.query_one(Tree)
-        tree.call_after_refresh(tree.move_cursor, node)  # once its lines are laid out again
-        if node.children:
-            self.current = node.children[0].data[1]
-            self.refresh_detail()
+        # Once its lines are laid out again; the cursor's move shows its first config
+        # (_highlighted): the detail pane is not drawn twice, nor in the first frame.
+        tree.call_after_refresh(tree.move_cursor, node)
 
     @work(thread=True, exclusive=True, group="last-used")
     def _read_last_used(self) -> None:
