@@ -54,17 +54,19 @@ from tui.results.store import ResultStore
 from tui.results.tables import short_id
 
 REPO = Path(__file__).resolve().parents[1]
+FLEETPERF = Path(sys.executable).with_name("fleetperf")  # the command, as installed
 FOOTER = b"palette"  # the footer's last word: drawn with the first frame
 TARGET_PAINT, TARGET_STEP = 0.6, 0.2
 
 
 def _spawn(results: Path, data: Path, env: dict[str, str]) -> tuple[int, int]:
-    """The app, as a person starts it, in a pty of 80x24: its pid and the pty's fd."""
+    """The app, as a person starts it (the installed command), in a pty of 80x24: its pid
+    and the pty's fd."""
     pid, fd = pty.fork()
     if pid == 0:
         os.chdir(REPO)
-        argv = [sys.executable, "-m", "tui.cli", "--results", str(results), "--data-root"]
-        os.execve(sys.executable, [*argv, str(data)], env)
+        argv = [str(FLEETPERF), "--results", str(results), "--data-root", str(data)]
+        os.execve(FLEETPERF, argv, env)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     return pid, fd
 
@@ -97,19 +99,58 @@ def first_paint(results: Path, data: Path, env: dict[str, str] | None = None) ->
         _close(pid, fd)
 
 
-def open_on_terminal(results: Path, data: Path, newest: str) -> float:
-    """Seconds from key 4, pressed in a pty a second after the first frame, to the newest
-    run's short id (``newest``) on the terminal: the Results screen with its list drawn,
-    as a person sees it (no pilot)."""
+def _drain(fd: int, quiet: float = 0.3) -> None:
+    """Read what the app draws until it has drawn nothing for ``quiet`` seconds."""
+    while select.select([fd], [], [], quiet)[0]:
+        os.read(fd, 65536)
+
+
+def _key(fd: int, key: bytes, marker: bytes) -> float:
+    """Seconds from ``key`` typed, once the screen is quiet, to ``marker`` drawn after it."""
+    _drain(fd)
+    t0 = time.perf_counter()
+    os.write(fd, key)
+    return _wait_for(fd, marker, t0)
+
+
+# Keys as a terminal sends them.
+SPACE, DOWN, ENTER, BACKTAB = b" ", b"\x1b[B", b"\r", b"\x1b[Z"
+SEEDS = b"precision"  # a column of the seeds' table alone (the run list has none)
+COMPARED = b"  vs  "  # compare's title line: the two runs, "A  vs  B"
+
+
+def steps_on_terminal(results: Path, data: Path, store: ResultStore) -> dict[str, float]:
+    """The Results screen's steps as a person sees them: keys typed into the app in a pty
+    (80x24), each timed from the key to what it changes drawn on the terminal. No pilot:
+    its own waits (for every thread of the process to go idle) are not in these."""
+    rows = store.rows()
+    newest, total = short_id(store.rows(limit=1)[0].run_id).encode(), len(rows)
+    first = min(r.config for r in rows)  # the config filter's first choice
+    chosen = sum(r.config == first for r in rows)
+    took: dict[str, float] = {}
     pid, fd = _spawn(results, data, dict(os.environ))
     try:
         _wait_for(fd, FOOTER, time.perf_counter())
         time.sleep(1.0)  # a person reads the first screen (the other screens' imports)
-        while select.select([fd], [], [], 0)[0]:  # what the first screen drew since
-            os.read(fd, 65536)
+        _drain(fd)
         t0 = time.perf_counter()
         os.write(fd, b"4")
-        return _wait_for(fd, newest.encode(), t0)
+        took["open: key 4 to the newest run listed"] = _wait_for(fd, newest, t0)
+        took["open: key 4 to the seeds' table drawn"] = _wait_for(fd, SEEDS, t0)
+        _wait_for(fd, f"{total} of {total} runs".encode(), t0)  # the whole store read
+        # The config filter: back-tab from the list to it (past the run id field), open it,
+        # the first config, enter: timed from that enter to the filtered count drawn.
+        for key in (BACKTAB, BACKTAB, ENTER, DOWN):
+            _key(fd, key, b"")
+        marker = f"{chosen} of {total} runs".encode()
+        took["filter: enter on a config to the runs counted"] = _key(fd, ENTER, marker)
+        for key in (b"\t", b"\t"):  # back to the list, past the run id field
+            _key(fd, key, b"")
+        took["mark: space to [x] drawn"] = _key(fd, SPACE, b"[x]")
+        _key(fd, DOWN, b"")
+        took["mark a second: space to [x] drawn"] = _key(fd, SPACE, b"[x]")
+        took["compare: d to the two runs drawn side by side"] = _key(fd, b"d", COMPARED)
+        return took
     finally:
         _close(pid, fd)
 
@@ -221,17 +262,21 @@ def main() -> int:
         median = statistics.median(times)
         print(f"first paint, the big store, bytecode cached: median {median:.2f} s of 5 ({shown})")
         with ResultStore(results / "fleetperf.sqlite") as store:
-            newest = short_id(store.rows(limit=1)[0].run_id)
-        times = [open_on_terminal(results, data, newest) for _ in range(5)]
-        shown = ", ".join(f"{t * 1000:.0f}" for t in times)
-        median = statistics.median(times) * 1000
-        what = "open Results on the terminal, key 4 to the newest run listed"
-        print(f"{what}: median {median:.0f} ms of 5 ({shown})")
+            sessions = [steps_on_terminal(results, data, store) for _ in range(5)]
+        for step in sessions[0]:
+            times = [took[step] * 1000 for took in sessions]
+            shown = ", ".join(f"{t:.0f}" for t in times)
+            print(
+                f"on the terminal, {step}: median {statistics.median(times):.0f} ms of 5 ({shown})"
+            )
+        on_terminal = [statistics.median(took[step] for took in sessions) for step in sessions[0]]
         took = asyncio.run(results_steps(results, data))
         for step, seconds in took.items():
             print(f"{step}: {seconds * 1000:.0f} ms")
-        steps = [v for k, v in took.items() if "(" not in k]
-        return 0 if paint <= TARGET_PAINT and max(steps) < TARGET_STEP else 1
+        # The targets as a person meets them: the steps on the terminal. The pilot's figures
+        # also hold its waits for the whole process to go idle (a thread reading the store
+        # included): a key bound to nothing costs it 90 ms.
+        return 0 if paint <= TARGET_PAINT and max(on_terminal) <= TARGET_STEP else 1
 
 
 if __name__ == "__main__":

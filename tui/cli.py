@@ -8,6 +8,7 @@ and the app and --batch started."""
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 from importlib import metadata
@@ -234,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = parse_args(argv)
+        if args.command is not None or args.batch:
+            gc.enable()  # off for the imports (tui/launch.py); the app's first frame: on_ready
         if args.command is not None:
             return next(c for c in SUBCOMMANDS if c.name == args.command).run(args)
         if not args.batch:  # the app, on the inventory, results and data root given

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import shutil
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from textual.widgets._footer import FooterKey
 from tui.app.app import FleetperfApp
 from tui.app.screens.cases import CasesScreen
 from tui.app.screens.dialogs import HelpScreen
+from tui.app.widgets.footer import Footer
 from tui.catalog import catalog
 from tui.core import paths
 from tui.results.store import ResultStore
@@ -47,6 +49,43 @@ def test_tree_lists_cases_and_configs_and_marks_them(tmp_path: Path) -> None:
             await wait_for(pilot, lambda: "localhost" in plain(hosts))
             info = plain(screen.query_one("#case-info", Static))
             assert "Model    none" in info and "Config   cpu/CPUx1x1" in info
+
+    run(scenario())
+
+
+def test_the_collector_is_on_once_the_first_frame_is_drawn(tmp_path: Path) -> None:
+    """The fleetperf command imports with the collector off (tui/launch.py): the app turns
+    it on with its first frame, or nothing it made would ever be collected."""
+
+    async def scenario() -> None:
+        gc.disable()
+        try:
+            async with make_app(tmp_path).run_test(size=(80, 24)) as pilot:
+                await pilot.pause()
+                assert gc.isenabled()
+        finally:
+            gc.enable()
+
+    run(scenario())
+
+
+def test_the_footer_follows_the_keys_and_is_rebuilt_only_when_they_change(
+    tmp_path: Path,
+) -> None:
+    """tui/app/widgets/footer.py: a bindings signal that changes no key shown leaves the
+    footer's key widgets as they are; a field's focus adds escape (Leave field)."""
+
+    async def scenario() -> None:
+        async with make_app(tmp_path).run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            footer = pilot.app.screen.query_one(Footer)
+            widgets = list(footer.query(FooterKey))
+            assert widgets and "escape" not in [k.key for k in widgets]
+            pilot.app.screen.refresh_bindings()
+            await pilot.pause()
+            assert list(footer.query(FooterKey)) == widgets  # the same ones: not rebuilt
+            await pilot.press("o")  # the overrides field
+            await wait_for(pilot, lambda: "escape" in [k.key for k in footer.query(FooterKey)])
 
     run(scenario())
 

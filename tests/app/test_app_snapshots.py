@@ -216,6 +216,7 @@ def test_runs_screen_another_controllers_run_that_failed(
     async def before(pilot: Pilot) -> None:
         await pilot.press("3")
         table = pilot.app.screen.query_one("#host-table", HostTable)
+        await wait_for(pilot, lambda: "node-a" in table.rows)  # the run's first lines read
         await wait_for(pilot, lambda: str(table.get_cell("node-a", "step")) == "2")
         store.add(record.model_copy(update={"status": "failed", "error": LONG_REASON}))
         status = pilot.app.screen.query_one("#run-status")

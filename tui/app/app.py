@@ -125,6 +125,7 @@ class FleetperfApp(App[int]):
     def on_ready(self) -> None:
         # Textual's Ready: the first frame is on the terminal.
         self._freeze_long_lived()
+        gc.enable()  # off since the command started (tui/launch.py)
         self._preload()
 
     @work(thread=True, group="preload")

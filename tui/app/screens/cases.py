@@ -12,7 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Checkbox, Footer, Header, Input, Label, Static, Tree
+from textual.widgets import Checkbox, Header, Input, Label, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from tui.app.safe import literal
@@ -29,6 +29,7 @@ from tui.app.widgets.casedetail import (
     suites_table,
 )
 from tui.app.widgets.casetree import GUIDE, Chip, add_cases, add_suites, pick_label
+from tui.app.widgets.footer import Footer
 from tui.app.widgets.picktree import PickTree
 from tui.catalog import catalog
 from tui.catalog.suites import Suite, load_suite, suite_names

@@ -15,13 +15,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Label, ListItem, ListView, RichLog
+from textual.widgets import Header, Label, ListItem, ListView, RichLog
 
 from tui.app import elsewhere
 from tui.app.feed import HostRow, RunView, run_target
 from tui.app.safe import literal
 from tui.app.screens.dialogs import ConfirmScreen
 from tui.app.widgets.charts import Chart, RunProgress
+from tui.app.widgets.footer import Footer
 from tui.app.widgets.hosttable import HostTable
 from tui.catalog import catalog
 from tui.core.errors import CatalogError, UserInputError

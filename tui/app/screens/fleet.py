@@ -16,10 +16,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Input, Label, RichLog, Select, Static
+from textual.widgets import Header, Input, Label, RichLog, Select, Static
 
 from tui.app.fleetprogress import FleetProgress
 from tui.app.safe import literal
+from tui.app.widgets.footer import Footer
 from tui.core.errors import UserInputError
 from tui.engine.session import Session
 from tui.qualify import keep

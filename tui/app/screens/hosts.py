@@ -12,10 +12,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Label, Tree
+from textual.widgets import DataTable, Header, Label, Tree
 
 from tui.app.safe import literal
 from tui.app.screens.dialogs import ConfirmScreen
+from tui.app.widgets.footer import Footer
 from tui.app.widgets.picktree import PickTree
 from tui.core.errors import UserInputError
 from tui.core.term import printable

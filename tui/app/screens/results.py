@@ -12,11 +12,12 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import ContentSwitcher, DataTable, Footer, Header, Input, Label, Select, Static
+from textual.widgets import ContentSwitcher, DataTable, Header, Input, Label, Select, Static
 
 from tui.app.safe import literal
 from tui.app.screens.export import export_runs
 from tui.app.widgets.curve import curve_table
+from tui.app.widgets.footer import Footer
 from tui.app.widgets.resultcells import (
     compare_table,
     mark_cell,
@@ -112,6 +113,7 @@ class ResultsScreen(Screen[None]):
         self.shown: list[RunRow] = []  # the rows the filters let through, kept by _fill
         self._listed: list[RunRow] = []  # the run list's rows, newest first (_fill)
         self.marked: list[str] = []
+        self.filters: dict[str, Select] = {}  # by field; mounted once the list is drawn
         self.mode = "table"
         self.reading = False  # the whole store is being read after its newest runs
         self._was_shown = self._resuming = False
@@ -120,9 +122,10 @@ class ResultsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         with Vertical():
+            # The filters by case, vendor and config (Select) are mounted before the run id
+            # field once the list is drawn (_set_filters): three Selects are 18 widgets,
+            # 50 ms of key 4 to the list drawn.
             with Horizontal(id="filters"):
-                for name in FILTERS:
-                    yield Select([], prompt=f"any {name}", id=f"filter-{name}")
                 # A run id as fleetperf results takes it: whole, a prefix, the short form.
                 yield Input(placeholder="run id", id="run-search")
             yield DataTable(id="history", cursor_type="row", zebra_stripes=True)
@@ -206,14 +209,8 @@ class ResultsScreen(Screen[None]):
         self._by_config = {}
         for r in records:
             self._by_config.setdefault(_config(r), []).append(r)
-        for name in FILTERS:
-            select = self.query_one(f"#filter-{name}", Select)
-            values = sorted({getattr(r, name) for r in records})
-            current = select.value
-            select.set_options([(literal(v), v) for v in values])
-            if current in values:
-                select.value = current
         self._fill()
+        self.call_after_refresh(self._set_filters)
         if note and not self.reading:  # no store: the note instead of the lower pane
             self._seeds_key = None
             self.query_one(SeedsView).show([], [Label(literal(note))])
@@ -226,9 +223,33 @@ class ResultsScreen(Screen[None]):
             # for seconds, and begun at once it would halve the speed of that drawing.
             self.set_timer(REST_AFTER_S, self._load_rest)
 
+    def _set_filters(self) -> None:
+        """Each filter's choices, the values the runs read have; the filters mounted the
+        first time."""
+        values = {name: sorted({getattr(r, name) for r in self.records}) for name in FILTERS}
+        if not self.filters:
+            self.filters = {
+                name: Select(
+                    [(literal(v), v) for v in values[name]],
+                    prompt=f"any {name}",
+                    id=f"filter-{name}",
+                )
+                for name in FILTERS
+            }
+            self.query_one("#filters").mount_all(self.filters.values(), before=0)
+            return
+        if not all(s.is_mounted for s in self.filters.values()):  # choices once they are
+            self.call_after_refresh(self._set_filters)
+            return
+        for name, select in self.filters.items():
+            current = select.value
+            select.set_options([(literal(v), v) for v in values[name]])
+            if current in values[name]:
+                select.value = current
+
     def _shown(self) -> list[RunRow]:
-        selects = {name: self.query_one(f"#filter-{name}", Select) for name in FILTERS}
-        wanted = {name: s.value for name, s in selects.items() if s.value is not Select.NULL}
+        selects = self.filters.items()
+        wanted = {name: s.value for name, s in selects if s.value is not Select.NULL}
         return [r for r in self.records if all(getattr(r, k) == v for k, v in wanted.items())]
 
     @on(Select.Changed)
@@ -297,8 +318,8 @@ class ResultsScreen(Screen[None]):
             self.notify(f"run {run_id}: press r to read the store again", severity="warning")
             return
         if run_id not in {r.run_id for r in self.shown}:
-            for name in FILTERS:
-                self.query_one(f"#filter-{name}", Select).clear()
+            for select in self.filters.values():
+                select.clear()
         if run_id not in self.marked:
             self.marked.append(run_id)
         self._fill()
