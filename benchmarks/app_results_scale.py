@@ -54,19 +54,19 @@ from tui.results.store import ResultStore
 from tui.results.tables import short_id
 
 REPO = Path(__file__).resolve().parents[1]
-FLEETPERF = Path(sys.executable).with_name("fleetperf")  # the command, as installed
+COMMAND = "tui.launch"  # the module the installed fleetperf command runs
 FOOTER = b"palette"  # the footer's last word: drawn with the first frame
 TARGET_PAINT, TARGET_STEP = 0.6, 0.2
 
 
 def _spawn(results: Path, data: Path, env: dict[str, str]) -> tuple[int, int]:
-    """The app, as a person starts it (the installed command), in a pty of 80x24: its pid
-    and the pty's fd."""
+    """The app, as a person starts it (what the fleetperf command runs), in a pty of 80x24:
+    its pid and the pty's fd."""
     pid, fd = pty.fork()
     if pid == 0:
         os.chdir(REPO)
-        argv = [str(FLEETPERF), "--results", str(results), "--data-root", str(data)]
-        os.execve(FLEETPERF, argv, env)
+        argv = [sys.executable, "-m", COMMAND, "--results", str(results), "--data-root"]
+        os.execve(sys.executable, [*argv, str(data)], env)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     return pid, fd
 

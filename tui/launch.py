@@ -8,6 +8,7 @@ the app once its first frame is drawn (FleetperfApp.on_ready)."""
 from __future__ import annotations
 
 import gc
+import sys
 
 
 def main() -> int:
@@ -15,3 +16,7 @@ def main() -> int:
     from tui.cli import main as command_line  # imported here: after the line above
 
     return command_line()
+
+
+if __name__ == "__main__":  # python -m tui.launch, as benchmarks/app_results_scale.py starts it
+    sys.exit(main())
