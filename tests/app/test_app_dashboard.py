@@ -54,7 +54,7 @@ def test_feed_folds_events_into_one_row_per_host_per_tick() -> None:
     assert (a.step, a.samples, a.samples_per_s) == (10, 80, 40.0)
     assert a.tokens_per_s == 64.0  # 64 tokens per second between the last two records
     assert a.eta_s == (800 - 80) / 40.0
-    assert runs == {RUN} and logs[RUN] == [f"started emitter cpu/CPUx2x1 on a, b (run {RUN})"]
+    assert runs == {RUN} and logs[RUN] == [(0, f"started emitter cpu/CPUx2x1 on a, b (run {RUN})")]
     assert feed.runs[RUN].progress() == (800.0, 80.0)
     assert feed.take() == ([], set(), {})  # nothing new: nothing to redraw
     feed.push(HostState(RUN, "b", "failed", "host b: failed: disk full"))
@@ -445,5 +445,28 @@ def test_the_log_wraps_the_results_hint_at_100_columns(tmp_path: Path) -> None:
 
             await wait_for(pilot, lambda: "result success" in drawn())
             assert f"(fleetperf results {RUN} --format json)" in drawn()
+
+    run(scenario())
+
+
+def test_a_line_logged_just_before_the_screen_shows_again_is_drawn_once(tmp_path: Path) -> None:
+    """The screen draws the selected run's log whole as it shows again (from the run's
+    snapshot); a line that came just before, still to be taken at the next tick, was
+    drawn a second time by that tick (a snapshot test caught it under load)."""
+
+    async def scenario() -> None:
+        app = make_app(tmp_path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            feed = app.feed
+            feed.add_run(RUN, "emitter", "cpu/CPUx1x1", ["node-a"], {})
+            feed.push(RunStarted(RUN, "emitter", "cpu/CPUx1x1", ["node-a"], 0.0))
+            await pilot.press("3")
+            screen = app.screen
+            await wait_for(pilot, lambda: "started emitter" in log_text(screen))
+            await pilot.press("1")
+            feed.push(HostState(RUN, "node-a", "failed", "host node-a: failed: disk full"))
+            await pilot.press("3")
+            await pilot.pause(0.6)  # a few ticks
+            assert log_text(screen).count("disk full") == 1, log_text(screen)
 
     run(scenario())

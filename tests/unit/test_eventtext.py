@@ -69,7 +69,7 @@ def test_batch_and_app_print_the_same_words() -> None:
         said = event_text(ev)
         assert said is not None
         assert any(line.endswith(said.text) for line in printed), said.text
-        assert any(line.endswith(said.text) for line in logs[RUN]), said.text
+        assert any(line.endswith(said.text) for _, line in logs[RUN]), said.text
     assert printed[0] == f"== started emitter cpu/CPUx1x1 on h1 (run {RUN})"
     assert printed[1] == "h1           started: world size 2"  # hosts padded to a column
 

@@ -59,6 +59,7 @@ class RunView:
     rows: dict[str, HostRow] = field(default_factory=dict)
     series: dict[str, deque[float]] = field(default_factory=dict)
     log: deque[str] = field(default_factory=lambda: deque(maxlen=LOG_LINES))
+    logged: int = 0  # lines logged so far: the next line's number
 
     def __post_init__(self) -> None:
         self.rows = {h: HostRow(h) for h in self.hosts}
@@ -86,7 +87,7 @@ class RunFeed:
         self.runs: dict[str, RunView] = {}
         self._dirty: set[tuple[str, str]] = set()
         self._dirty_runs: set[str] = set()
-        self._new_log: dict[str, list[str]] = {}
+        self._new_log: dict[str, list[tuple[int, str]]] = {}  # (its number, the line)
         self._last_tokens: dict[tuple[str, str], tuple[float, int]] = {}
 
     def add_run(
@@ -201,12 +202,16 @@ class RunFeed:
 
     def _log(self, view: RunView, line: str) -> None:
         view.log.append(line)
-        self._new_log.setdefault(view.run_id, []).append(line)
+        self._new_log.setdefault(view.run_id, []).append((view.logged, line))
+        view.logged += 1
         self._dirty_runs.add(view.run_id)
 
-    def take(self) -> tuple[list[tuple[str, HostRow]], set[str], dict[str, list[str]]]:
-        """Once per tick: changed (run_id, row)s, changed run ids, new log lines per run.
-        Adds one chart point per running run."""
+    def take(
+        self,
+    ) -> tuple[list[tuple[str, HostRow]], set[str], dict[str, list[tuple[int, str]]]]:
+        """Once per tick: changed (run_id, row)s, changed run ids, new log lines per run
+        (each with its number: a snapshot taken since holds some of them). Adds one chart
+        point per running run."""
         with self._lock:
             rows = [(run_id, self.runs[run_id].rows[host]) for run_id, host in self._dirty]
             runs, logs = self._dirty_runs | {r for r, _ in self._dirty}, self._new_log

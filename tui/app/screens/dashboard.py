@@ -71,6 +71,7 @@ class DashboardScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self.selected: str | None = None
+        self._log_next = 0  # the selected run's next log line to draw (RunView.logged)
         self._items: dict[str, RunProgress] = {}
         self._followed: dict[str, FollowedRun] = {}  # other controllers' runs, by run id
         # The ids of those not followed (elsewhere.choose): ids only, so a look's thousand
@@ -180,8 +181,10 @@ class DashboardScreen(Screen[None]):
         for run_id, row in rows:
             if run_id == self.selected:
                 table.put(row.host, _cells(row))  # repaints the row if its text changed
-        for line in logs.get(self.selected, []):
-            self.query_one(RichLog).write(literal(line))
+        for number, line in logs.get(self.selected, []):
+            if number >= self._log_next:  # not drawn yet by _select's snapshot
+                self.query_one(RichLog).write(literal(line))
+                self._log_next = number + 1
         if self.selected in runs:
             self._show_status(feed.snapshot(self.selected))
         self._show_note()
@@ -250,6 +253,7 @@ class DashboardScreen(Screen[None]):
         log.clear()
         for line in view.log:
             log.write(literal(line))
+        self._log_next = view.logged
         self._show_status(view)
         self._show_note()
         self._draw_charts()

@@ -114,6 +114,7 @@ class ResultsScreen(Screen[None]):
         self._listed: list[RunRow] = []  # the run list's rows, newest first (_fill)
         self.marked: list[str] = []
         self.filters: dict[str, Select] = {}  # by field; mounted once the list is drawn
+        self._filters_mounting = False
         self.mode = "table"
         self.reading = False  # the whole store is being read after its newest runs
         self._was_shown = self._resuming = False
@@ -123,7 +124,7 @@ class ResultsScreen(Screen[None]):
         yield Header()
         with Vertical():
             # The filters by case, vendor and config (Select) are mounted before the run id
-            # field once the list is drawn (_set_filters): three Selects are 18 widgets,
+            # field once the list is drawn (_mount_filters): three Selects are 18 widgets,
             # 50 ms of key 4 to the list drawn.
             with Horizontal(id="filters"):
                 # A run id as fleetperf results takes it: whole, a prefix, the short form.
@@ -210,42 +211,39 @@ class ResultsScreen(Screen[None]):
         for r in records:
             self._by_config.setdefault(_config(r), []).append(r)
         self._fill()
-        self.call_after_refresh(self._set_filters)
         if note and not self.reading:  # no store: the note instead of the lower pane
             self._seeds_key = None
             self.query_one(SeedsView).show([], [Label(literal(note))])
-            return
-        # The lower pane after the list's frame: its tables and the flagged runs' verdicts
-        # cost a first showing 0.1-0.3 s of drawing, which the list would wait for.
-        self.call_after_refresh(self._render_pane)
+        else:
+            # The lower pane after the list's frame: its tables and the flagged runs'
+            # verdicts cost a first showing 0.1-0.3 s of drawing, which the list would wait
+            # for.
+            self.call_after_refresh(self._render_pane)
         if self.reading:
             # After the page's tables are mounted and drawn: the read holds the interpreter
             # for seconds, and begun at once it would halve the speed of that drawing.
             self.set_timer(REST_AFTER_S, self._load_rest)
+        self._set_filters()  # after the pane: its drawing would wait for their mount
 
     def _set_filters(self) -> None:
-        """Each filter's choices, the values the runs read have; the filters mounted the
-        first time."""
-        values = {name: sorted({getattr(r, name) for r in self.records}) for name in FILTERS}
-        if not self.filters:
-            self.filters = {
-                name: Select(
-                    [(literal(v), v) for v in values[name]],
-                    prompt=f"any {name}",
-                    id=f"filter-{name}",
-                )
-                for name in FILTERS
-            }
-            self.query_one("#filters").mount_all(self.filters.values(), before=0)
-            return
-        if not all(s.is_mounted for s in self.filters.values()):  # choices once they are
-            self.call_after_refresh(self._set_filters)
+        """Each filter's choices: the values the runs read have."""
+        if not self.filters:  # not mounted yet: _mount_filters sets them once they are
+            if not self._filters_mounting:
+                self._filters_mounting = True
+                self.call_after_refresh(self._mount_filters)
             return
         for name, select in self.filters.items():
+            values = sorted({getattr(r, name) for r in self.records})
             current = select.value
-            select.set_options([(literal(v), v) for v in values[name]])
-            if current in values[name]:
+            select.set_options([(literal(v), v) for v in values])
+            if current in values:
                 select.value = current
+
+    async def _mount_filters(self) -> None:
+        selects = {name: Select([], prompt=f"any {name}", id=f"filter-{name}") for name in FILTERS}
+        await self.query_one("#filters").mount_all(selects.values(), before=0)
+        self.filters = selects
+        self._set_filters()
 
     def _shown(self) -> list[RunRow]:
         selects = self.filters.items()
