@@ -56,12 +56,19 @@ FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 METRIC_NAME = re.compile(r"[a-z][a-z0-9_]*")  # fullmatch
 
 
-class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-    """Safe YAML that also reads ``1e-4`` as a float; parsed by libyaml where PyYAML has it
-    (a tenth of the pure-Python parser's time: the app's first screen reads every case)."""
+class _Loader(yaml.SafeLoader):
+    """Safe YAML that also reads ``1e-4`` as a float."""
 
 
-_Loader.add_implicit_resolver("tag:yaml.org,2002:float", FLOAT, list("-+0123456789"))
+class _FileLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """The same for a file, parsed by libyaml where PyYAML has it: a tenth of the time (the
+    app's first screen reads every case). Not for a value typed by a user: libyaml cannot
+    take a lone surrogate (argv's undecodable bytes) and refuses the escape of one, which
+    the value's cleaning (tui.core.text) replaces."""
+
+
+for _loader in (_Loader, _FileLoader):
+    _loader.add_implicit_resolver("tag:yaml.org,2002:float", FLOAT, list("-+0123456789"))
 
 
 class NumberError(ValueError):
@@ -73,10 +80,10 @@ class NumberError(ValueError):
         self.field = field
 
 
-def yaml_load(text: str) -> Any:
+def yaml_load(text: str, loader_type: type[_Loader | _FileLoader] = _Loader) -> Any:
     """YAML as every file of a case is read (case.yaml, vendor configs, ``--set`` values);
     raises yaml.YAMLError, or NumberError for a number that is not finite as written."""
-    loader = _Loader(text)
+    loader = loader_type(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -87,7 +94,9 @@ def yaml_load(text: str) -> Any:
         loader.dispose()
 
 
-def _finite_numbers(loader: _Loader, node: yaml.Node, field: str, seen: set[int]) -> None:
+def _finite_numbers(
+    loader: _Loader | _FileLoader, node: yaml.Node, field: str, seen: set[int]
+) -> None:
     """NumberError for a number under ``node`` that is not a finite one as written: .nan
     passes every bound (it compares false), .inf and 1e400 (inf) fail none above, 1e-400
     reads as 0, which some keys take as "no limit" (max_gib); "!!float x" and an integer past
@@ -124,9 +133,11 @@ def _finite_numbers(loader: _Loader, node: yaml.Node, field: str, seen: set[int]
 def read_mapping(path: Path, where: str) -> dict[str, Any]:
     """A YAML file whose top level is a mapping; InputError naming ``where`` (and the line)."""
     try:
-        data = yaml_load(path.read_text(encoding="utf-8"))
+        data = yaml_load(path.read_text(encoding="utf-8"), _FileLoader)
     except OSError as exc:
         raise InputError(f"cannot read {where}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"cannot read {where}: not UTF-8 text") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, Fleetperf
-from harness.case import yaml_load
+from harness.case import read_mapping, yaml_load
+from harness.errors import InputError
 
 from tui.catalog import catalog
 from tui.core.errors import CatalogError
@@ -117,3 +118,18 @@ def test_batch_refuses_them_with_one_line_and_exit_2(tmp_path: Path, value: str)
     (line,) = out.stderr.splitlines()
     assert line.startswith(f"fleetperf: error: --set max_gib: {value} is ")
     assert not (tmp_path / "r" / "runs").exists() or not any((tmp_path / "r" / "runs").iterdir())
+
+
+def test_a_file_is_read_as_a_typed_value_is_and_refused_in_one_line_if_not_utf8(
+    tmp_path: Path,
+) -> None:
+    """Files are parsed by libyaml where PyYAML has it, typed values by PyYAML's own
+    parser: the same values, and a file that is not UTF-8 named in one line."""
+    text = "lr: 1e-4\nsteps: 0x10\nname: 'a: b'\nlist: [1, .5, ~]\n"
+    path = tmp_path / "case.yaml"
+    path.write_text(text)
+    assert read_mapping(path, "case.yaml") == yaml_load(text)
+    assert yaml_load(text)["lr"] == 1e-4
+    path.write_bytes(b"name: caf\xe9\n")
+    with pytest.raises(InputError, match="^cannot read case.yaml: not UTF-8 text$"):
+        read_mapping(path, "case.yaml")
