@@ -139,7 +139,8 @@ def steps_on_terminal(results: Path, data: Path, store: ResultStore) -> dict[str
         took["open: key 4 to the seeds' table drawn"] = _wait_for(fd, SEEDS, t0)
         _wait_for(fd, f"{total} of {total} runs".encode(), t0)  # the whole store read
         # The config filter: back-tab from the list to it (past the run id field), open it,
-        # the first config, enter: timed from that enter to the filtered count drawn.
+        # the first config, enter: timed from that enter to the filtered count drawn. (An
+        # untimed key's marker is b"": the next key waits for the screen to go quiet.)
         for key in (BACKTAB, BACKTAB, ENTER, DOWN):
             _key(fd, key, b"")
         marker = f"{chosen} of {total} runs".encode()
