@@ -4,6 +4,7 @@ judged by tui.qualify's own judge (no runs), fed to the screen as its thread fee
 
 from __future__ import annotations
 
+import asyncio
 import io
 import re
 import threading
@@ -13,11 +14,12 @@ import pytest
 from app_support import fixed_inventory, make_app, plain, run, wait_for
 from rich.console import Console
 from textual.pilot import Pilot
-from textual.widgets import Label, Static
+from textual.widgets import Label, RichLog, Select, Static
 from textual.widgets._footer import FooterKey
 
 from tui.app.fleetprogress import FleetProgress
 from tui.app.screens.fleet import FleetScreen, heat_map
+from tui.app.threads import draw_from_thread
 from tui.core import paths
 from tui.qualify.judge import Rule, Sample, judge, judge_links
 from tui.qualify.output import Result
@@ -177,6 +179,37 @@ def test_the_table_and_matrix_fill_as_hosts_and_pairs_finish(tmp_path: Path) -> 
             screen.show(slow)
             await pilot.pause()
             assert too_slow in plain(screen.query_one("#fleet-flags", Static), width=160)
+
+    run(scenario())
+
+
+def test_a_thread_drawing_as_the_app_closes_draws_nothing(tmp_path: Path) -> None:
+    """The inventory's groups read in a thread that finishes as the app closes: Textual
+    prunes the screens then, and drawing into them raised NoMatches (a Select without its
+    overlay), ending the app with a traceback (CI saw it once). A thread draws into a screen
+    shown or not; once the app exits, or into a widget removed, it draws nothing."""
+
+    async def scenario() -> None:
+        app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("5")
+            await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
+            screen = app.screen
+            select = screen.query_one("#fleet-group", Select)
+            await wait_for(pilot, lambda: select.value != Select.BLANK)
+            await pilot.press("1")
+            await wait_for(pilot, lambda: app.screen is not screen)
+            await asyncio.to_thread(draw_from_thread, screen, screen._set_groups, ["late"])
+            assert select.value == "late"  # drawn though another screen is shown
+            log = screen.query_one("#fleet-log", RichLog)
+            await log.remove()
+            drawn: list[str] = []
+            await asyncio.to_thread(draw_from_thread, log, drawn.append, "removed")
+            app.exit()
+            await asyncio.to_thread(draw_from_thread, screen, screen._set_groups, ["later"])
+            await asyncio.to_thread(draw_from_thread, screen, drawn.append, "closing")
+            assert drawn == []
+            assert select.value == "late"
 
     run(scenario())
 

@@ -17,6 +17,7 @@ from textual.widgets.tree import TreeNode
 
 from tui.app.safe import literal
 from tui.app.screens.dialogs import ConfirmScreen
+from tui.app.threads import draw_from_thread
 from tui.app.widgets.casedetail import (
     Pick,
     batch_command,
@@ -141,7 +142,7 @@ class CasesScreen(Screen[None]):
         except UserInputError:  # an unreadable store: Results says so; here nothing opens
             return
         if newest:
-            self.app.call_from_thread(self._open_last_used, newest[0].case)
+            draw_from_thread(self, self._open_last_used, newest[0].case)
 
     def _open_last_used(self, case_name: str) -> None:
         node = self.case_nodes.get(case_name)
@@ -160,7 +161,7 @@ class CasesScreen(Screen[None]):
                 loaded.append((name, load_suite(name, config.suites_dir, config.cases_dir)))
             except UserInputError as exc:
                 loaded.append((name, str(exc)))
-        self.app.call_from_thread(self._add_suites, loaded)
+        draw_from_thread(self, self._add_suites, loaded)
 
     def _add_suites(self, loaded: list[tuple[str, Suite | str]]) -> None:
         assert self.suites_node is not None  # added on mount, before the worker starts
@@ -310,9 +311,9 @@ class CasesScreen(Screen[None]):
         try:
             self.app.session.read_inventory()
         except UserInputError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            draw_from_thread(self, self.notify, str(exc), severity="error", timeout=10)
             return
-        self.app.call_from_thread(self.refresh_detail)
+        draw_from_thread(self, self.refresh_detail)
 
     def marked_chips(self, suite: Suite) -> list[str]:
         return sorted(chip for name, chip in self.chips if name == suite.name)
@@ -408,7 +409,8 @@ class CasesScreen(Screen[None]):
         try:
             plans = self.app.session.plan(picks, sets, repeat, smoke)
         except UserInputError as exc:
-            self.app.call_from_thread(
+            draw_from_thread(
+                self,
                 self.notify,
                 str(exc),
                 title="Not launched",
@@ -418,5 +420,5 @@ class CasesScreen(Screen[None]):
             return
         self.app.launch(plans)
         # Back on this screen, keys are screen keys again, not text in a field (issue 41).
-        self.app.call_from_thread(self.action_focus_tree)
-        self.app.call_from_thread(self.app.switch_mode, "runs")
+        draw_from_thread(self, self.action_focus_tree)
+        draw_from_thread(self, self.app.switch_mode, "runs")

@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
+from tui.app.threads import draw_from_thread
 from tui.core import safefile
 from tui.core.errors import StoreError
 from tui.results.record import RunRecord
@@ -82,8 +83,8 @@ def export_runs(app: FleetperfApp, run_ids: list[str]) -> None:
         try:
             records = app.session.store.records(run_ids)
         except StoreError as exc:
-            app.call_from_thread(app.notify, str(exc), severity="error", timeout=10)
+            draw_from_thread(app, app.notify, str(exc), severity="error", timeout=10)
             return
-        app.call_from_thread(export, app, records)
+        draw_from_thread(app, export, app, records)
 
     app.run_worker(read, thread=True, exclusive=True, group="export")

@@ -20,6 +20,7 @@ from textual.widgets import Header, Input, Label, RichLog, Select, Static
 
 from tui.app.fleetprogress import FleetProgress
 from tui.app.safe import literal
+from tui.app.threads import draw_from_thread
 from tui.app.widgets.footer import Footer
 from tui.core.errors import UserInputError
 from tui.engine.session import Session
@@ -110,9 +111,9 @@ class FleetScreen(Screen[None]):
         try:
             groups = self.app.session.host_groups()
         except UserInputError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            draw_from_thread(self, self.notify, str(exc), severity="error", timeout=10)
             return
-        self.app.call_from_thread(self._set_groups, list(groups))
+        draw_from_thread(self, self._set_groups, list(groups))
 
     def _set_groups(self, groups: list[str]) -> None:
         select = self.query_one("#fleet-group", Select)
@@ -196,33 +197,36 @@ class FleetScreen(Screen[None]):
             def done(kind: str, done_hosts: tuple[str, ...]) -> None:
                 # On the engine's thread, with the qualification's samples as they are.
                 progress.done(kind, done_hosts, qual.judged())
-                self.app.call_from_thread(self.show, progress)
+                draw_from_thread(self, self.show, progress)
 
             qual.on_done = done
             self.qual = qual
             self.app.qualifying = qual.requested
-            self.app.call_from_thread(self.show, progress)
+            draw_from_thread(self, self.show, progress)
             measured = qual.run(progress.one_at_a_time)
             if measured.refused or measured.stopped:
                 why = measured.refused or "stopped"
                 progress.end(why)
-                self.app.call_from_thread(self.show, progress)
-                self.app.call_from_thread(self.notify, why, severity="error", timeout=10)
+                draw_from_thread(self, self.show, progress)
+                draw_from_thread(self, self.notify, why, severity="error", timeout=10)
                 return
             result = qual.judged()
             keep.save(session.store_at, started, result)
             progress.finish(result)
-            self.app.call_from_thread(self.show, progress)
+            draw_from_thread(self, self.show, progress)
         except UserInputError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            draw_from_thread(self, self.notify, str(exc), severity="error", timeout=10)
         finally:
             session.close()
             self.qual = None
             self.app.qualifying = None
-            self.app.call_from_thread(self.refresh_bindings)
+            draw_from_thread(self, self.refresh_bindings)
 
     def _say_from_thread(self, line: str) -> None:
-        self.app.call_from_thread(self.query_one("#fleet-log", RichLog).write, literal(line))
+        draw_from_thread(self, self._say, line)
+
+    def _say(self, line: str) -> None:
+        self.query_one("#fleet-log", RichLog).write(literal(line))
 
     # -- drawing -----------------------------------------------------------------------
 

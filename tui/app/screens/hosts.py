@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Header, Label, Tree
 
 from tui.app.safe import literal
 from tui.app.screens.dialogs import ConfirmScreen
+from tui.app.threads import draw_from_thread
 from tui.app.widgets.footer import Footer
 from tui.app.widgets.picktree import PickTree
 from tui.core.errors import UserInputError
@@ -81,9 +82,9 @@ class HostsScreen(Screen[None]):
             session.read_inventory()
             groups, hosts = session.host_groups(), session.hosts()
         except UserInputError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            draw_from_thread(self, self.notify, str(exc), severity="error", timeout=10)
             return
-        self.app.call_from_thread(self._show_inventory, groups, hosts)
+        draw_from_thread(self, self._show_inventory, groups, hosts)
         self._preflight(hosts)
 
     def _show_inventory(self, groups: dict[str, list[str]], all_hosts: list[str]) -> None:
@@ -166,7 +167,7 @@ class HostsScreen(Screen[None]):
         if not hosts:
             return
         checks = self.app.session.preflight(hosts)
-        self.app.call_from_thread(self._show_checks, checks)
+        draw_from_thread(self, self._show_checks, checks)
 
     def _show_checks(self, checks: dict[str, HostCheck]) -> None:
         table = self.query_one("#hosts", DataTable)
@@ -206,17 +207,17 @@ class HostsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="provision")
     def _provision(self, hosts: list[str], check: bool) -> None:
         mode = "check" if check else "real"
-        self.app.call_from_thread(self._start_tasks, hosts, mode)
+        draw_from_thread(self, self._start_tasks, hosts, mode)
 
         def on_task(ev: TaskEvent) -> None:
-            self.app.call_from_thread(self._show_task, ev)
+            draw_from_thread(self, self._show_task, ev)
 
         try:
             stats = self.app.session.provision(hosts, check, on_task)
         except Exception as exc:  # noqa: BLE001 - ansible-runner setup errors become a notice
-            self.app.call_from_thread(self.notify, f"provision.yml: {exc}", severity="error")
+            draw_from_thread(self, self.notify, f"provision.yml: {exc}", severity="error")
             return
-        self.app.call_from_thread(self._finished, hosts, mode, stats)
+        draw_from_thread(self, self._finished, hosts, mode, stats)
 
     def _start_tasks(self, hosts: list[str], mode: str) -> None:
         table = self.query_one("#tasks", DataTable)

@@ -16,6 +16,7 @@ from textual.widgets import ContentSwitcher, DataTable, Header, Input, Label, Se
 
 from tui.app.safe import literal
 from tui.app.screens.export import export_runs
+from tui.app.threads import draw_from_thread
 from tui.app.widgets.curve import curve_table
 from tui.app.widgets.footer import Footer
 from tui.app.widgets.resultcells import (
@@ -176,29 +177,29 @@ class ResultsScreen(Screen[None]):
         session = self.app.session
         if not session.has_store():  # reading never makes one
             note = f"No results store at {session.store_at} yet."  # a file: no password
-            self.app.call_from_thread(self._show, [], note)
+            draw_from_thread(self, self._show, [], note)
             return
         try:
             newest = session.store.rows(limit=PAGE)
             by_id = {r.run_id: r for r in self.records} | {r.run_id: r for r in newest}
             page = sorted(by_id.values(), key=lambda r: (r.started, r.run_id))
             more = whole and len(newest) == PAGE
-            self.app.call_from_thread(self._show, page, "more" if more else "")
+            draw_from_thread(self, self._show, page, "more" if more else "")
         except StoreError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            draw_from_thread(self, self.notify, str(exc), severity="error", timeout=10)
 
     @work(thread=True, exclusive=True, group="store")
     def _load_rest(self) -> None:
         try:
             records = self.app.session.store.rows()
         except StoreError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            draw_from_thread(self, self.notify, str(exc), severity="error", timeout=10)
             return
         # 10,000 rows are a million objects: out of the collector's full passes, each of
         # which walks them all (a stall on the event loop now and then), as the app keeps
         # what its screens built (FleetperfApp._freeze_long_lived).
         gc.freeze()
-        self.app.call_from_thread(self._show, records, "")
+        draw_from_thread(self, self._show, records, "")
 
     def _show(self, records: list[RunRow], note: str) -> None:
         """``note``: no store yet, or "more" while the rest of the store is being read."""
@@ -306,9 +307,9 @@ class ResultsScreen(Screen[None]):
         try:
             run_id = self.app.session.find_run(text).run_id
         except UserInputError as exc:
-            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=10)
+            draw_from_thread(self, self.notify, str(exc), severity="error", timeout=10)
             return
-        self.app.call_from_thread(self._go_to, run_id)
+        draw_from_thread(self, self._go_to, run_id)
 
     def _go_to(self, run_id: str) -> None:
         """Show the run (clearing filters that hide it), put the cursor on it and mark it."""

@@ -10,6 +10,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Label
 
+from tui.app.threads import draw_from_thread
 from tui.app.widgets.plots import (
     History,
     HistoryPlot,
@@ -53,9 +54,9 @@ class Charts(Horizontal):
         try:
             records = session.store.records(series) if series else []
         except StoreError as exc:
-            self.app.call_from_thread(self.app.notify, str(exc), severity="error", timeout=10)
+            draw_from_thread(self, self.app.notify, str(exc), severity="error", timeout=10)
             records = []
         run = next((r for r in records if r.run_id == run_id), None)
         curves = run_curves(session.results_dir, run.run_id) if run else None
         history = config_history(run, records) if run else None
-        self.app.call_from_thread(self.show, run, curves, history)
+        draw_from_thread(self, self.show, run, curves, history)
