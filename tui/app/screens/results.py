@@ -9,7 +9,7 @@ from rich.console import Group
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, DataTable, Header, Input, Label, Select, Static
@@ -27,6 +27,7 @@ from tui.app.widgets.resultcells import (
     verdict_table,
 )
 from tui.app.widgets.resultcharts import Charts
+from tui.app.widgets.runfilters import RunFilters
 from tui.app.widgets.runtable import SeedsView
 from tui.core.errors import StoreError, UserInputError
 from tui.results.record import RunRecord
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 # The status beside the run: at 80 columns the table scrolls sideways and the last
 # columns are the ones cut (issue 41 point 7: "pa" for passed).
 HISTORY_COLUMNS = ("", "run", "status", "started", "case", "config", "p_whole", "acc", "loss")
-FILTERS = ("case", "vendor", "config")
 TABLE_RUNS = 20  # none marked: the seeds' table of the newest this many shown runs
 PAGE = 100  # read first, drawn at once; the whole store follows (10,000 runs: seconds)
 REST_AFTER_S = 0.5  # the whole store is read this long after the newest runs are shown
@@ -114,8 +114,6 @@ class ResultsScreen(Screen[None]):
         self.shown: list[RunRow] = []  # the rows the filters let through, kept by _fill
         self._listed: list[RunRow] = []  # the run list's rows, newest first (_fill)
         self.marked: list[str] = []
-        self.filters: dict[str, Select] = {}  # by field; mounted once the list is drawn
-        self._filters_mounting = False
         self.mode = "table"
         self.reading = False  # the whole store is being read after its newest runs
         self._was_shown = self._resuming = False
@@ -124,12 +122,7 @@ class ResultsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Header()
         with Vertical():
-            # The filters by case, vendor and config (Select) are mounted before the run id
-            # field once the list is drawn (_mount_filters): three Selects are 18 widgets,
-            # 50 ms of key 4 to the list drawn.
-            with Horizontal(id="filters"):
-                # A run id as fleetperf results takes it: whole, a prefix, the short form.
-                yield Input(placeholder="run id", id="run-search")
+            yield RunFilters(id="filters")
             yield DataTable(id="history", cursor_type="row", zebra_stripes=True)
             with ContentSwitcher(id="result-pane", initial="seeds"):
                 yield SeedsView(id="seeds")
@@ -224,32 +217,8 @@ class ResultsScreen(Screen[None]):
             # After the page's tables are mounted and drawn: the read holds the interpreter
             # for seconds, and begun at once it would halve the speed of that drawing.
             self.set_timer(REST_AFTER_S, self._load_rest)
-        self._set_filters()  # after the pane: its drawing would wait for their mount
-
-    def _set_filters(self) -> None:
-        """Each filter's choices: the values the runs read have."""
-        if not self.filters:  # not mounted yet: _mount_filters sets them once they are
-            if not self._filters_mounting:
-                self._filters_mounting = True
-                self.call_after_refresh(self._mount_filters)
-            return
-        for name, select in self.filters.items():
-            values = sorted({getattr(r, name) for r in self.records})
-            current = select.value
-            select.set_options([(literal(v), v) for v in values])
-            if current in values:
-                select.value = current
-
-    async def _mount_filters(self) -> None:
-        selects = {name: Select([], prompt=f"any {name}", id=f"filter-{name}") for name in FILTERS}
-        await self.query_one("#filters").mount_all(selects.values(), before=0)
-        self.filters = selects
-        self._set_filters()
-
-    def _shown(self) -> list[RunRow]:
-        selects = self.filters.items()
-        wanted = {name: s.value for name, s in selects if s.value is not Select.NULL}
-        return [r for r in self.records if all(getattr(r, k) == v for k, v in wanted.items())]
+        # After the pane: its drawing would wait for the filters' first mount.
+        self.query_one(RunFilters).offer(records)
 
     @on(Select.Changed)
     def _filtered(self) -> None:
@@ -260,7 +229,7 @@ class ResultsScreen(Screen[None]):
         table = self.query_one("#history", DataTable)
         current = self._cursor_run()  # the cursor stays on its run when the list changes
         table.clear()
-        self.shown = shown = self._shown()
+        self.shown = shown = self.query_one(RunFilters).keep(self.records)
         listed = shown[-LIST_ROWS:]
         listed += [r for r in shown[:-LIST_ROWS] if r.run_id in self.marked]
         self._listed = sorted(listed, key=lambda r: (r.started, r.run_id), reverse=True)
@@ -317,8 +286,7 @@ class ResultsScreen(Screen[None]):
             self.notify(f"run {run_id}: press r to read the store again", severity="warning")
             return
         if run_id not in {r.run_id for r in self.shown}:
-            for select in self.filters.values():
-                select.clear()
+            self.query_one(RunFilters).clear()
         if run_id not in self.marked:
             self.marked.append(run_id)
         self._fill()
