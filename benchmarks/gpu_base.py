@@ -29,7 +29,8 @@ BASE = ("base-computation", "base-memory-bandwidth", "base-memory-capacity", "ba
 
 def hp_of(case_dir: Path, config: Path, scale: float) -> dict:
     sys.path.insert(0, str(CASES))
-    from harness.case import load_case_file, read_mapping
+    from harness.case import load_case_file
+    from harness.yamlfile import read_mapping
 
     hp = dict(load_case_file(case_dir).defaults)
     hp.update(read_mapping(config, str(config)).get("overrides") or {})

@@ -1,8 +1,9 @@
 """fleetperf's in-workload library: what every case uses to time, measure and report.
 
 Importing it imports no torch (the controller imports ``harness.metrics``,
-``harness.vendors``, ``harness.staging``, ``harness.peak_cache``, ``harness.events`` and
-``harness.case``, which import nothing beyond the standard library, PyYAML and each other);
+``harness.vendors``, ``harness.staging``, ``harness.peak_cache``, ``harness.events``,
+``harness.case``, ``harness.yamlfile`` and ``harness.fields``, which import nothing beyond
+the standard library, PyYAML and each other);
 the parts that need torch import it when called. psutil and nvidia-ml-py are used where
 present. docs/harness.md is the guide.
 
@@ -14,6 +15,9 @@ A case's ``run.py`` uses ``run_case`` and ``Run`` (the SDK); its ``prepare.py``
 - ``case``        case.yaml's one reader, the workload's and the catalog's: its fields, the
                   shared hyperparameters' bounds, ``bounds``, ``choices``, ``overridable``;
                   config.json's hp checked once
+- ``yamlfile``    how every YAML file and typed value is read: ``1e-4`` a float, numbers
+                  finite as written, libyaml for files; read_mapping, did_you_mean
+- ``fields``      Fields: a mapping read field by field, each checked, errors naming the field
 - ``layout``      Layout: data x tensor x pipeline parallel ranks, which rank counts a batch
 - ``order``       epoch_sampler(): FlagPerf's training order over epochs, or a reshuffle
 - ``staging``     prepare_main(), find_dir, link_or_copy, the data manifest (DATA_MANIFEST)

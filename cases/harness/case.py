@@ -5,29 +5,40 @@ The workload reads it to check the config.json it was handed once (every key of
 controller's catalog (tui/catalog/catalog.py) reads it with the same reader before any
 launch and adds only what the controller knows: vendor configs, report columns, published
 references. Here: the fields and their types, the hyperparameters cases share (type and
-bounds), a case's own ``bounds`` and ``choices``, the keys that may be overridden, and how
-YAML is read (``1e-4`` is a float). Every error is an InputError naming the file and the
-field. Standard library and PyYAML only: the controller imports it and never torch.
+bounds), a case's own ``bounds`` and ``choices``, the keys that may be overridden. The file
+is read by harness.yamlfile (``1e-4`` is a float), field by field by harness.fields. Every
+error is an InputError naming the file and the field. Standard library and PyYAML only: the
+controller imports it and never torch.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import math
 import os
 import re
-import sys
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import yaml
-
 from harness.errors import InputError
+from harness.fields import (
+    Bounds,
+    Fields,
+    bounded,
+    listed,
+    mapping,
+    number,
+    of_type,
+    one_of,
+    optional,
+    positive_int,
+    text,
+    text_mapping,
+    texts,
+)
 from harness.metrics import Metric, registry
 from harness.vendors import GEMM_ONLY, PRECISIONS
+from harness.yamlfile import did_you_mean, read_mapping
 
 # base: a benchmark of the device itself (cases/base-*), no model: no target, no model rates
 KINDS = ("training", "inference", "base")
@@ -51,126 +62,7 @@ MODEL_METRICS = (
     "p_infer_real_whole",
     "p_infer_real_core",
 )
-# ``1e-4`` is a float, as in YAML 1.2 (YAML 1.1, PyYAML's, wants ``1.0e-4``)
-FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 METRIC_NAME = re.compile(r"[a-z][a-z0-9_]*")  # fullmatch
-
-
-class _Loader(yaml.SafeLoader):
-    """Safe YAML that also reads ``1e-4`` as a float."""
-
-
-class _FileLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-    """The same for a file, parsed by libyaml where PyYAML has it: a tenth of the time (the
-    app's first screen reads every case). Not for a value typed by a user: libyaml cannot
-    take a lone surrogate (argv's undecodable bytes) and refuses the escape of one, which
-    the value's cleaning (tui.core.text) replaces."""
-
-
-for _loader in (_Loader, _FileLoader):
-    _loader.add_implicit_resolver("tag:yaml.org,2002:float", FLOAT, list("-+0123456789"))
-
-
-class NumberError(ValueError):
-    """A number YAML would read as something else than written, or not at all (issue 39
-    point 8); ``field``: its dotted path in the document, "" for a lone scalar."""
-
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(problem)
-        self.field = field
-
-
-def yaml_load(text: str, loader_type: type[_Loader | _FileLoader] = _Loader) -> Any:
-    """YAML as every file of a case is read (case.yaml, vendor configs, ``--set`` values);
-    raises yaml.YAMLError, or NumberError for a number that is not finite as written."""
-    loader = loader_type(text)
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _finite_numbers(loader, node, "", set())
-        return loader.construct_document(node)
-    finally:
-        loader.dispose()
-
-
-def _finite_numbers(
-    loader: _Loader | _FileLoader, node: yaml.Node, field: str, seen: set[int]
-) -> None:
-    """NumberError for a number under ``node`` that is not a finite one as written: .nan
-    passes every bound (it compares false), .inf and 1e400 (inf) fail none above, 1e-400
-    reads as 0, which some keys take as "no limit" (max_gib); "!!float x" and an integer past
-    Python's 4300 digits raise ValueError. ``seen``: the nodes walked, each once however many
-    aliases name it."""
-    if id(node) in seen:
-        return
-    seen.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        for key, value in node.value:
-            name = key.value if isinstance(key, yaml.ScalarNode) else "?"
-            _finite_numbers(loader, value, f"{field}.{name}" if field else str(name), seen)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _finite_numbers(loader, item, f"{field}.{i}" if field else str(i), seen)
-    elif node.tag in ("tag:yaml.org,2002:float", "tag:yaml.org,2002:int"):
-        text = (
-            node.value
-            if len(node.value) <= 40
-            else f"{node.value[:20]}... ({len(node.value)} characters)"
-        )
-        try:
-            value = loader.construct_object(node)
-        except ValueError:  # "!!float x", or an integer past Python's 4300 digits
-            raise NumberError(field, f"{text} is not a number that can be read") from None
-        if not isinstance(value, float):
-            return
-        if not math.isfinite(value):
-            raise NumberError(field, f"{text} is not a finite number")
-        if value == 0 and re.search("[1-9]", node.value.lower().partition("e")[0]):
-            raise NumberError(field, f"{text} is too small for a float: it would read as 0")
-
-
-def read_mapping(path: Path, where: str) -> dict[str, Any]:
-    """A YAML file whose top level is a mapping; InputError naming ``where`` (and the line)."""
-    try:
-        data = yaml_load(path.read_text(encoding="utf-8"), _FileLoader)
-    except OSError as exc:
-        raise InputError(f"cannot read {where}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"cannot read {where}: not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark else ""
-        raise InputError(f"{where}:{line} not valid YAML") from None
-    except NumberError as exc:
-        raise InputError(f"{where}: {exc.field or 'top level'}: {exc}") from None
-    if not isinstance(data, dict):
-        raise InputError(f"{where}: expected a mapping at the top level")
-    return data
-
-
-def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """'; did you mean 'max_samples'?' for the nearest known name, or '' when none is near:
-    a typo's refusal names what was meant."""
-    near = difflib.get_close_matches(name, list(known), n=1)
-    return f"; did you mean {near[0]!r}?" if near else ""
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """A numeric hyperparameter's limits, inclusive; ``above``: the minimum itself is out."""
-
-    min: float | None = None
-    max: float | None = None
-    above: bool = False
-
-    def problem(self, value: float) -> str | None:
-        low = self.min is not None and (value <= self.min if self.above else value < self.min)
-        if low:
-            return f"must be {'above' if self.above else 'at least'} {self.min:g}"
-        if self.max is not None and value > self.max:
-            return f"must be at most {self.max:g}"
-        return None
 
 
 @dataclass(frozen=True)
@@ -298,9 +190,9 @@ class CaseFile:
 
     def _check_one(self, key: str, value: Any) -> Any:
         default = self.defaults[key]
-        typed = _typed(value, type(default), f"{type(default).__name__} like {default!r}")
+        typed = of_type(value, type(default), f"{type(default).__name__} like {default!r}")
         shared = SHARED.get(key, Shared(object))
-        _typed(typed, shared.kind)
+        of_type(typed, shared.kind)
         for bounds in (shared.bounds, self.bounds.get(key, Bounds())):
             problem = bounds.problem(typed)
             if problem:
@@ -383,50 +275,50 @@ def load_case_file(case_dir: Path) -> CaseFile:
 
 def case_file(data: dict[str, Any], case_dir: Path, where: str) -> CaseFile:
     """case.yaml's mapping -> CaseFile; InputError ``where: field: problem``."""
-    top = _Fields(data, where)
-    defaults = top.take("defaults", _mapping)
+    top = Fields(data, where)
+    defaults = top.take("defaults", mapping)
     metrics = [
-        _metric(_Fields(raw, where, f"metrics.{i}"))
-        for i, raw in enumerate(top.take("metrics", _list, []))
+        _metric(Fields(raw, where, f"metrics.{i}"))
+        for i, raw in enumerate(top.take("metrics", listed, []))
     ]
     try:
         registry(metrics)
     except ValueError as exc:  # a case may not redefine a standard metric
         raise top.error("metrics", str(exc)) from None
     case = CaseFile(
-        name=top.take("name", _text),
-        model=top.take("model", _text),
-        dataset=top.take("dataset", _text),
-        task=top.take("task", _text),
-        kind=top.take("kind", lambda v: _one_of(v, KINDS)),
-        entrypoint=top.take("entrypoint", _text),
-        prepare=top.take("prepare", _optional(_text), None),
-        requires=top.take("requires", _texts, []),
-        target=top.take("target", _optional(lambda v: _target(_Fields(v, where, "target"))), None),
-        timeout_s=top.take("timeout_s", _positive_int, 3600),
-        stall_s=top.take("stall_s", _positive_int, 900),
-        report=top.take("report", _texts),
+        name=top.take("name", text),
+        model=top.take("model", text),
+        dataset=top.take("dataset", text),
+        task=top.take("task", text),
+        kind=top.take("kind", lambda v: one_of(v, KINDS)),
+        entrypoint=top.take("entrypoint", text),
+        prepare=top.take("prepare", optional(text), None),
+        requires=top.take("requires", texts, []),
+        target=top.take("target", optional(lambda v: _target(Fields(v, where, "target"))), None),
+        timeout_s=top.take("timeout_s", positive_int, 3600),
+        stall_s=top.take("stall_s", positive_int, 900),
+        report=top.take("report", texts),
         metrics=metrics,
-        short_names=top.take("short_names", _text_mapping, {}),
+        short_names=top.take("short_names", text_mapping, {}),
         defaults=defaults,
-        overridable=top.take("overridable", _texts, []),
-        settings=top.take("settings", _texts, []),
-        fix_hp_shows=top.take("fix_hp_shows", _texts, []),
+        overridable=top.take("overridable", texts, []),
+        settings=top.take("settings", texts, []),
+        fix_hp_shows=top.take("fix_hp_shows", texts, []),
         bounds={
             key: _bounds(top, key, raw, defaults)
-            for key, raw in top.take("bounds", _mapping, {}).items()
+            for key, raw in top.take("bounds", mapping, {}).items()
         },
         choices={
             key: _choices(top, key, raw, defaults)
-            for key, raw in top.take("choices", _mapping, {}).items()
+            for key, raw in top.take("choices", mapping, {}).items()
         },
-        smoke=top.take("smoke", _optional(lambda v: _smoke(_Fields(v, where, "smoke"))), None),
+        smoke=top.take("smoke", optional(lambda v: _smoke(Fields(v, where, "smoke"))), None),
         needs_two_processes={
             key: _choices(top, key, raw, defaults, "needs_two_processes", default_in=False)
-            for key, raw in top.take("needs_two_processes", _mapping, {}).items()
+            for key, raw in top.take("needs_two_processes", mapping, {}).items()
         },
         dir=case_dir,
-        sweep=top.take("sweep", _texts, []),
+        sweep=top.take("sweep", texts, []),
     )
     top.done()
     if case.kind == "base" and case.target is not None:
@@ -448,101 +340,8 @@ def case_file(data: dict[str, Any], case_dir: Path, where: str) -> CaseFile:
     return case
 
 
-class _Fields:
-    """One mapping of case.yaml as it is read: each field taken once and checked, errors
-    naming the file and the field; a field left over is unknown."""
-
-    def __init__(self, data: Any, where: str, prefix: str = "") -> None:
-        self.where, self.prefix = where, prefix
-        if not isinstance(data, dict):
-            raise self.error("", "expected a mapping")
-        self.left = dict(data)
-
-    def error(self, key: str, problem: str) -> InputError:
-        field = ".".join(p for p in (self.prefix, key) if p)
-        return InputError(f"{self.where}: {field}: {problem}")
-
-    def take(self, key: str, check: Callable[[Any], Any], default: Any = ...) -> Any:
-        """The field checked by ``check`` (ValueError: what is wrong); ``default`` where it is
-        absent, refused as missing where there is none."""
-        if key not in self.left:
-            if default is ...:
-                raise self.error(key, "missing")
-            return default
-        try:
-            return check(self.left.pop(key))
-        except ValueError as exc:
-            raise self.error(key, str(exc)) from None
-
-    def done(self) -> None:
-        if self.left:
-            raise self.error(str(next(iter(self.left))), "unknown field")
-
-
-def _typed(value: Any, kind: type, expected: str = "") -> Any:
-    """``value`` as a ``kind``: an int is a float, a bool is no number; ValueError else."""
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        if abs(value) > sys.float_info.max:  # float() would raise OverflowError
-            raise ValueError(f"expected {expected or kind.__name__} (got an integer past 1.8e308)")
-        return float(value)
-    if isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool)):
-        return value
-    raise ValueError(f"expected {expected or kind.__name__} (got {value!r})")
-
-
-def _text(value: Any) -> str:
-    return _typed(value, str, "text")
-
-
-def _texts(value: Any) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ValueError("expected a list of text")
-    return value
-
-
-def _list(value: Any) -> list[Any]:
-    return _typed(value, list, "a list")
-
-
-def _mapping(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        raise ValueError("expected a mapping with text keys")
-    return value
-
-
-def _text_mapping(value: Any) -> dict[str, str]:
-    if not all(isinstance(v, str) for v in _mapping(value).values()):
-        raise ValueError("expected a mapping of text to text")
-    return value
-
-
-def _bounded(kind: type, bounds: Bounds) -> Callable[[Any], Any]:
-    def check(value: Any) -> Any:
-        typed = _typed(value, kind)
-        problem = bounds.problem(typed)
-        if problem:
-            raise ValueError(f"{problem} (got {value!r})")
-        return typed
-
-    return check
-
-
-_positive_int = _bounded(int, Bounds(min=1))
-_number = _bounded(float, Bounds())
-
-
-def _one_of(value: Any, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise ValueError(f"expected one of {', '.join(allowed)} (got {value!r})")
-    return value
-
-
-def _optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    return lambda value: None if value is None else check(value)
-
-
 def _choices(
-    top: _Fields,
+    top: Fields,
     key: str,
     allowed: Any,
     defaults: dict[str, Any],
@@ -561,17 +360,17 @@ def _choices(
     return tuple(allowed)
 
 
-def _bounds(top: _Fields, key: str, limits: Any, defaults: dict[str, Any]) -> Bounds:
+def _bounds(top: Fields, key: str, limits: Any, defaults: dict[str, Any]) -> Bounds:
     """A numeric hyperparameter's own limits."""
     field = f"bounds.{key}"
     if key not in defaults:
         raise top.error(field, "no such key in defaults")
     if not isinstance(defaults[key], int | float) or isinstance(defaults[key], bool):
         raise top.error(field, f"its default {defaults[key]!r} is not a number")
-    fields = _Fields(limits, top.where, field)
+    fields = Fields(limits, top.where, field)
     bounds = Bounds(
-        min=fields.take("min", _optional(_number), None),
-        max=fields.take("max", _optional(_number), None),
+        min=fields.take("min", optional(number), None),
+        max=fields.take("max", optional(number), None),
     )
     fields.done()
     return bounds
@@ -590,13 +389,13 @@ def metric_problem(metric: Metric) -> str | None:
     return None
 
 
-def _metric(fields: _Fields) -> Metric:
+def _metric(fields: Fields) -> Metric:
     metric = Metric(
-        name=fields.take("name", _text),
-        unit=fields.take("unit", _text),
-        higher_is_better=fields.take("higher_is_better", _optional(lambda v: _typed(v, bool))),
-        fmt=fields.take("fmt", _text, ".1f"),
-        meaning=fields.take("meaning", _text),
+        name=fields.take("name", text),
+        unit=fields.take("unit", text),
+        higher_is_better=fields.take("higher_is_better", optional(lambda v: of_type(v, bool))),
+        fmt=fields.take("fmt", text, ".1f"),
+        meaning=fields.take("meaning", text),
     )
     fields.done()
     problem = metric_problem(metric)
@@ -606,18 +405,18 @@ def _metric(fields: _Fields) -> Metric:
     return metric
 
 
-def _target(fields: _Fields) -> Target:
-    target = Target(fields.take("metric", _text), fields.take("value", _number))
+def _target(fields: Fields) -> Target:
+    target = Target(fields.take("metric", text), fields.take("value", number))
     fields.done()
     return target
 
 
-def _smoke(fields: _Fields) -> Smoke:
+def _smoke(fields: Fields) -> Smoke:
     smoke = Smoke(
-        hp=fields.take("hp", _mapping),
+        hp=fields.take("hp", mapping),
         measured=fields.take(
             "measured",
-            _optional(lambda v: _measured(_Fields(v, fields.where, "smoke.measured"))),
+            optional(lambda v: _measured(Fields(v, fields.where, "smoke.measured"))),
             None,
         ),
     )
@@ -625,14 +424,14 @@ def _smoke(fields: _Fields) -> Smoke:
     return smoke
 
 
-def _measured(fields: _Fields) -> Measured:
-    positive = _bounded(float, Bounds(min=0, above=True))
+def _measured(fields: Fields) -> Measured:
+    positive = bounded(float, Bounds(min=0, above=True))
     measured = Measured(
-        config=fields.take("config", _text),
+        config=fields.take("config", text),
         smoke_s=fields.take("smoke_s", positive),
         full_s=fields.take("full_s", positive),
-        cores=fields.take("cores", _positive_int),
-        load=fields.take("load", _bounded(float, Bounds(min=0))),
+        cores=fields.take("cores", positive_int),
+        load=fields.take("load", bounded(float, Bounds(min=0))),
     )
     fields.done()
     return measured

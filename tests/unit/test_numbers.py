@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, Fleetperf
-from harness.case import read_mapping, yaml_load
 from harness.errors import InputError
+from harness.yamlfile import read_mapping, yaml_load
 
 from tui.catalog import catalog
 from tui.core.errors import CatalogError

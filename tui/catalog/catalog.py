@@ -17,17 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from harness.case import (
-    MODEL_METRICS,
-    CaseFile,
-    NumberError,
-    case_file,
-    did_you_mean,
-    read_mapping,
-    yaml_load,
-)
+from harness.case import MODEL_METRICS, CaseFile, case_file
 from harness.errors import InputError
 from harness.vendors import precision_problem
+from harness.yamlfile import NumberError, did_you_mean, read_mapping, yaml_load
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from tui.catalog.configenv import check_env

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from harness.case import did_you_mean
+from harness.yamlfile import did_you_mean
 
 from tui.core.errors import CatalogError
 

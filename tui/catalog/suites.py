@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.case import did_you_mean, read_mapping
 from harness.errors import InputError
+from harness.yamlfile import did_you_mean, read_mapping
 
 from tui.catalog import catalog
 from tui.core.errors import CatalogError

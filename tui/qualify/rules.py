@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.case import read_mapping
 from harness.errors import InputError
+from harness.yamlfile import read_mapping
 
 from tui.catalog.suites import load_suite
 from tui.core.errors import CatalogError
