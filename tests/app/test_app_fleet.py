@@ -85,9 +85,17 @@ def recorded(names: list[str] = HOSTS) -> FleetProgress:
     return progress
 
 
-async def show_recorded(pilot: Pilot) -> None:
+async def open_fleet(pilot: Pilot) -> FleetScreen:
+    """Key 5, and the Fleet screen it shows."""
     await pilot.press("5")
     await wait_for(pilot, lambda: isinstance(pilot.app.screen, FleetScreen))
+    screen = pilot.app.screen
+    assert isinstance(screen, FleetScreen)
+    return screen
+
+
+async def show_recorded(pilot: Pilot) -> None:
+    await open_fleet(pilot)
     await pilot.app.workers.wait_for_complete()  # the inventory's groups
     pilot.app.screen.show(recorded())
     await pilot.pause()
@@ -112,9 +120,7 @@ def test_the_table_and_matrix_fill_as_hosts_and_pairs_finish(tmp_path: Path) -> 
     async def scenario() -> None:
         app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
         async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.press("5")
-            await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
-            screen = app.screen
+            screen = await open_fleet(pilot)
             await wait_for(pilot, lambda: {"q", "5"} <= {k.key for k in screen.query(FooterKey)})
             assert "x" not in {k.key for k in screen.query(FooterKey)}  # only while running
             palette = {c.title for c in app.get_system_commands(screen)}
@@ -192,9 +198,7 @@ def test_a_thread_drawing_as_the_app_closes_draws_nothing(tmp_path: Path) -> Non
     async def scenario() -> None:
         app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
         async with app.run_test(size=(120, 40)) as pilot:
-            await pilot.press("5")
-            await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
-            screen = app.screen
+            screen = await open_fleet(pilot)
             select = screen.query_one("#fleet-group", Select)
             await wait_for(pilot, lambda: select.value != Select.BLANK)
             await pilot.press("1")
@@ -218,8 +222,7 @@ def test_qualify_refuses_a_bad_repeat_and_starts_nothing(tmp_path: Path) -> None
     async def scenario() -> None:
         app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
         async with app.run_test(size=(100, 30), notifications=True) as pilot:
-            await pilot.press("5")
-            await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
+            await open_fleet(pilot)
             await app.workers.wait_for_complete()
             screen = app.screen
             screen.query_one("#fleet-repeat").value = "0"
@@ -239,8 +242,7 @@ def test_a_qualification_refused_before_launch_says_why(tmp_path: Path) -> None:
     async def scenario() -> None:
         app = make_app(tmp_path, inventory=fixed_inventory(tmp_path))
         async with app.run_test(size=(100, 30), notifications=True) as pilot:
-            await pilot.press("5")
-            await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
+            await open_fleet(pilot)
             await app.workers.wait_for_complete()
             screen = app.screen
             screen.query_one("#fleet-repeat").value = "1"
@@ -263,8 +265,7 @@ def test_a_qualification_of_this_machine_from_the_app(tmp_path: Path) -> None:
     async def scenario() -> None:
         app = make_app(tmp_path, paths.CASES_DIR)  # inventory/local.yml: localhost
         async with app.run_test(size=(120, 40), notifications=True) as pilot:
-            await pilot.press("5")
-            await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
+            await open_fleet(pilot)
             await app.workers.wait_for_complete()
             screen = app.screen
             screen.query_one("#fleet-repeat").value = "1"
