@@ -190,8 +190,9 @@ image_id:
   sample: sha256:9b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d7e8f9a0b1c
 """
 
-from ansible.module_utils import fleetperf_steps
+from ansible.module_utils import fleetperf_preflight_step
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetperf_refused import Refused
 
 
 def main() -> None:
@@ -208,7 +209,7 @@ def main() -> None:
             "master_port": {"type": "int"},
             "controller": {"type": "dict", "required": True},
             "lease_wait_s": {"type": "float", "default": 0},
-            "lease_stale_s": {"type": "float", "default": fleetperf_steps.LEASE_STALE_S},
+            "lease_stale_s": {"type": "float", "default": fleetperf_preflight_step.LEASE_STALE_S},
             "data_manifest": {"type": "str", "required": True},
             "python": {"type": "str"},
             "imports": {"type": "dict", "default": {}},
@@ -221,8 +222,8 @@ def main() -> None:
         supports_check_mode=False,
     )
     try:
-        result = fleetperf_steps.preflight(module.params)
-    except fleetperf_steps.Refused as exc:
+        result = fleetperf_preflight_step.preflight(module.params)
+    except Refused as exc:
         module.fail_json(msg=str(exc), **exc.fields)
     module.exit_json(**result)
 

@@ -108,7 +108,7 @@ released:
 
 import os
 
-from ansible.module_utils import fleetperf_docker, fleetperf_steps
+from ansible.module_utils import fleetperf_docker, fleetperf_stop_step
 from ansible.module_utils import fleetperf_host as files
 from ansible.module_utils.basic import AnsibleModule
 
@@ -117,7 +117,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "run_dir": {"type": "path", "required": True},
-            "grace": {"type": "float", "default": fleetperf_steps.STOP_GRACE_S},
+            "grace": {"type": "float", "default": fleetperf_stop_step.STOP_GRACE_S},
             "reason": {"type": "str"},
             "lease": {"type": "path"},
             "executor": {"type": "str", "default": "process", "choices": ["process", "docker"]},
@@ -132,9 +132,9 @@ def main() -> None:
     run_dir, lease = p["run_dir"], p["lease"]
     if p["executor"] == "docker":
         target = fleetperf_docker.target(run_dir, p["docker_host"], p["host"])
-        result = fleetperf_steps.stop_container(run_dir, target, p["grace"], p["reason"])
+        result = fleetperf_stop_step.stop_container(run_dir, target, p["grace"], p["reason"])
     else:
-        result = fleetperf_steps.stop(run_dir, p["grace"], p["reason"])
+        result = fleetperf_stop_step.stop(run_dir, p["grace"], p["reason"])
     if result.pop("failed", False):
         module.fail_json(**result)
     if lease and files.release(lease, os.path.basename(os.path.normpath(run_dir))):

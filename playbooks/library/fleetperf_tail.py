@@ -202,8 +202,9 @@ files_tar:
 import resource
 import select
 
-from ansible.module_utils import fleetperf_steps
+from ansible.module_utils import fleetperf_poll_step
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.fleetperf_refused import Refused
 
 
 def ansible_gone() -> bool:
@@ -226,7 +227,7 @@ def main() -> None:
             "lines": {"type": "bool", "default": True},
             "wait": {"type": "float", "default": 1.0},
             "min_gap": {"type": "float", "default": 0.0},
-            "max_bytes": {"type": "int", "default": fleetperf_steps.MAX_POLL_BYTES},
+            "max_bytes": {"type": "int", "default": fleetperf_poll_step.MAX_POLL_BYTES},
             "timeout_s": {"type": "float", "required": True},
             "stall_s": {"type": "float", "required": True},
             "lease": {"type": "path"},
@@ -241,12 +242,12 @@ def main() -> None:
         supports_check_mode=True,
     )
     try:
-        result = fleetperf_steps.poll(module.params, module.check_mode, ansible_gone, cpu_s)
-    except fleetperf_steps.Refused as exc:
+        result = fleetperf_poll_step.poll(module.params, module.check_mode, ansible_gone, cpu_s)
+    except Refused as exc:
         module.fail_json(msg=str(exc))
     except ValueError as exc:  # limits
         module.fail_json(msg=f"fleetperf_tail: {exc}")
-    why = fleetperf_steps.ended_badly(result, module.params)
+    why = fleetperf_poll_step.ended_badly(result, module.params)
     if why:
         module.fail_json(msg=why, **result)
     module.exit_json(**result)

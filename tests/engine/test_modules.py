@@ -578,7 +578,7 @@ def test_stop_scan_skips_a_process_gone_mid_scan(monkeypatch: pytest.MonkeyPatch
     # Ansible's module code replaces sys.intern, which breaks torch's compiler for any later
     # test in this worker: put the original back afterwards.
     monkeypatch.setattr(sys, "intern", sys.intern)
-    from ansible.module_utils import fleetperf_steps
+    from ansible.module_utils import fleetperf_stop_step
 
     listdir = os.listdir
 
@@ -586,7 +586,7 @@ def test_stop_scan_skips_a_process_gone_mid_scan(monkeypatch: pytest.MonkeyPatch
         return [NO_PID, *listdir(path)] if path == "/proc" else listdir(path)
 
     monkeypatch.setattr(os, "listdir", listdir_with_one_gone)
-    procs = fleetperf_steps.processes()
+    procs = fleetperf_stop_step.processes()
     assert int(NO_PID) not in procs
     assert procs[os.getpid()] == (os.getppid(), os.getpgrp())
 
@@ -849,11 +849,11 @@ def _take(run_root: str, run_id: str, start: float, out: multiprocessing.Queue) 
     import ansible.module_utils as mu
 
     mu.__path__.append(str(MODULE_UTILS))
-    from ansible.module_utils import fleetperf_steps
+    from ansible.module_utils import fleetperf_preflight_step
 
     mine = {"run_id": run_id, "controller": CONTROLLER, "taken": time.time()}
     time.sleep(max(0.0, start - time.time()))
-    out.put((run_id, fleetperf_steps.try_take(run_root, mine, 60.0) is None))
+    out.put((run_id, fleetperf_preflight_step.try_take(run_root, mine, 60.0) is None))
 
 
 @pytest.mark.slow  # racing controllers, seconds each

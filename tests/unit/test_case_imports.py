@@ -203,7 +203,7 @@ def test_preflight_refuses_a_python_that_cannot_import_the_case(tmp_path):
 def test_the_controllers_own_python_is_asked_in_process_and_refuses_the_same(monkeypatch):
     """The direct executor's preflight (the controller's own interpreter): modules found
     here start no interpreter; one missing is asked of the interpreter, as from a host."""
-    steps = direct.hostside()
+    steps = direct.hostside("fleetperf_preflight_step")
     assert steps.unimportable(sys.executable, ["yaml", "jinja2"]) == ([], None)
     asked = steps.unimportable(sys.executable, ["yaml", "fleetperf_no_such_module"])
     assert asked == (["fleetperf_no_such_module"], None)

@@ -1,6 +1,6 @@
 """The direct executor: a process run on this machine alone, without ansible-playbook. It
-runs the host-side code of run.yml's modules (playbooks/module_utils/fleetperf_steps.py
-and fleetperf_process.py: preflight, launch, poll, stop) in the controller's own process,
+runs the host-side code of run.yml's modules (playbooks/module_utils: preflight, launch,
+poll and stop, fleetperf_*_step.py and fleetperf_process.py) in the controller's own process,
 in run.yml's order, and hands the tracker the steps the play's tasks would have given
 it, so the run's record is the same (docs/executors.md, "The direct path").
 
@@ -64,14 +64,14 @@ _OPTIONAL = (
 RUN_STEPS: tuple[tuple[str, str], ...] = (
     ("Name each host's run's vars", "nothing: Launch.extravars() names them"),
     ("Check the controller's extra vars", "declared(): checked as they are made"),
-    ("Check the host and take its lease", "steps.preflight (no image: a process run)"),
+    ("Check the host and take its lease", "preflight_step.preflight (no image: a process run)"),
     ("Hand back the lease of a host whose run another host was refused", "nothing: one host"),
     ("Start the workload", "fleetperf_process.launch"),
-    ("Poll events", "steps.poll, until finished, timed out or stalled; failed: ended_badly"),
+    ("Poll events", "poll_step.poll, until finished, timed out or stalled; failed: ended_badly"),
     ("Hand back a host with nothing left to do", "the tracker takes the last poll's done"),
     ("Fail a host that could not be polled", "nothing: this machine is reached"),
     ("Stop the other nodes when this one failed", "nothing: one host, no other"),
-    ("Stop the workload", "steps.stop and release, unless the last poll released"),
+    ("Stop the workload", "stop_step.stop and release, unless the last poll released"),
     ("Hand the host back", "the HAND_BACK step"),
 )
 
@@ -85,24 +85,14 @@ def enabled() -> bool:
     return raw == "1"
 
 
-def hostside() -> ModuleType:
-    """playbooks/module_utils/fleetperf_steps.py, loaded once as part of a package of its
-    own (its modules import each other relatively, as Ansible's module_utils)."""
+def hostside(name: str) -> ModuleType:
+    """playbooks/module_utils/``name``.py, loaded once as part of a package of its own (its
+    modules import each other relatively, as Ansible's module_utils)."""
     if _PACKAGE not in sys.modules:
         spec = importlib.machinery.ModuleSpec(_PACKAGE, None, is_package=True)
         spec.submodule_search_locations = [str(PLAYBOOKS / "module_utils")]
         sys.modules[_PACKAGE] = importlib.util.module_from_spec(spec)
-    return importlib.import_module(f"{_PACKAGE}.fleetperf_steps")
-
-
-def _process() -> ModuleType:
-    hostside()
-    return importlib.import_module(f"{_PACKAGE}.fleetperf_process")
-
-
-def _host_files() -> ModuleType:
-    hostside()
-    return importlib.import_module(f"{_PACKAGE}.fleetperf_host")
+    return importlib.import_module(f"{_PACKAGE}.{name}")
 
 
 _JINJA = ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined)
@@ -216,7 +206,7 @@ class Direct(StoppedByPlaybook):
         hand the host back (run.yml's blocks)."""
         launch, tracker, host = r.launch, r.tracker, r.host
         extra, local = launch.extravars(), launch.local or {}
-        steps = hostside()
+        preflight, stop = hostside("fleetperf_preflight_step"), hostside("fleetperf_stop_step")
 
         def event(state: StepState, action: str, res: dict[str, Any], **names: str) -> None:
             """The step that ran ``action`` (run.yml's ``names``: task, play)."""
@@ -224,8 +214,8 @@ class Direct(StoppedByPlaybook):
 
         try:
             try:
-                ready = steps.preflight(_preflight_params(host, extra, local), r.cancel.is_set)
-            except steps.Refused as exc:
+                ready = preflight.preflight(_preflight_params(host, extra, local), r.cancel.is_set)
+            except hostside("fleetperf_refused").Refused as exc:
                 res = {"failed": True, "msg": str(exc), **exc.fields}
                 event("failed", PREFLIGHT_ACTION, res, play=PREFLIGHT_PLAY)
                 return
@@ -236,8 +226,8 @@ class Direct(StoppedByPlaybook):
                 released = self._work(r, extra, local, ready, event)
             finally:
                 if not released:
-                    steps.stop(r.run_dir, steps.STOP_GRACE_S, None)
-                    _host_files().release(r.lease, launch.run_id)
+                    stop.stop(r.run_dir, stop.STOP_GRACE_S, None)
+                    hostside("fleetperf_host").release(r.lease, launch.run_id)
             event("ok", "debug", {}, task=HAND_BACK)
         except Exception as exc:  # a bug: the run fails with it (a launched workload: stopped)
             _LOG.exception("internal error")
@@ -255,10 +245,10 @@ class Direct(StoppedByPlaybook):
     ) -> bool:
         """Launch, poll to the end, check how it ended; whether the last poll released the
         lease (the workload ended by itself, nothing left to stop)."""
-        steps, host = hostside(), r.host
+        poll, host = hostside("fleetperf_poll_step"), r.host
         argv, env = _workload(extra, local, r.run_dir, ready)
         chdir = str(local["fleetperf_repo_dir"])
-        pid = _process().launch(r.run_dir, argv, chdir, env, ansible_env())
+        pid = hostside("fleetperf_process").launch(r.run_dir, argv, chdir, env, ansible_env())
         # The supervisor is this process's child here (the module's would be orphaned at
         # once): reaped as it ends, so it is never left a zombie that looks alive, and its
         # end wakes the poll at once instead of at its next look at the files.
@@ -271,7 +261,7 @@ class Direct(StoppedByPlaybook):
             "lines": host not in extra["fleetperf_follow"],
             "wait": extra["fleetperf_poll_s"],
             "min_gap": 0.5,
-            "max_bytes": steps.MAX_POLL_BYTES,
+            "max_bytes": poll.MAX_POLL_BYTES,
             "timeout_s": extra["fleetperf_timeout_s"],
             "stall_s": extra["fleetperf_stall_s"],
             "lease": r.lease,
@@ -282,7 +272,7 @@ class Direct(StoppedByPlaybook):
         }
         while True:
             began = time.thread_time()
-            res = steps.poll(
+            res = poll.poll(
                 params,
                 False,
                 r.cancel.is_set,
@@ -294,7 +284,7 @@ class Direct(StoppedByPlaybook):
             if res["finished"] or res["timed_out"] or res["stalled"]:
                 break
             event("retry", TAIL_ACTION, res)
-        if why := steps.ended_badly(res, params):  # run.yml's poll fails the host itself
+        if why := poll.ended_badly(res, params):  # run.yml's poll fails the host itself
             event("failed", TAIL_ACTION, {**res, "msg": why})
         else:
             event("ok", TAIL_ACTION, res)
@@ -331,7 +321,7 @@ def _preflight_params(host: str, extra: dict[str, Any], local: dict[str, Any]) -
         "master_port": None if single else int(local.get("fleetperf_master_port", 0)),
         "controller": extra["fleetperf_controller"],
         "lease_wait_s": float(extra["fleetperf_lease_wait_s"]),
-        "lease_stale_s": hostside().LEASE_STALE_S,
+        "lease_stale_s": hostside("fleetperf_preflight_step").LEASE_STALE_S,
         "data_manifest": extra["fleetperf_data_manifest"],
         "python": local["fleetperf_python"],
         "imports": extra["fleetperf_imports"],
