@@ -207,6 +207,7 @@ class Direct(StoppedByPlaybook):
         launch, tracker, host = r.launch, r.tracker, r.host
         extra, local = launch.extravars(), launch.local or {}
         preflight, stop = hostside("fleetperf_preflight_step"), hostside("fleetperf_stop_step")
+        refused = hostside("fleetperf_refused").Refused
 
         def event(state: StepState, action: str, res: dict[str, Any], **names: str) -> None:
             """The step that ran ``action`` (run.yml's ``names``: task, play)."""
@@ -215,7 +216,7 @@ class Direct(StoppedByPlaybook):
         try:
             try:
                 ready = preflight.preflight(_preflight_params(host, extra, local), r.cancel.is_set)
-            except hostside("fleetperf_refused").Refused as exc:
+            except refused as exc:
                 res = {"failed": True, "msg": str(exc), **exc.fields}
                 event("failed", PREFLIGHT_ACTION, res, play=PREFLIGHT_PLAY)
                 return
